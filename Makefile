@@ -1,0 +1,34 @@
+# outbox: PostgreSQL extension, built with PGXS.
+EXTENSION = outbox
+EXTVERSION = 0.1.0
+MODULE_big = outbox
+SRCS = $(wildcard src/*.cpp src/core/*.cpp src/pg/*.cpp)
+OBJS = $(SRCS:.cpp=.o)
+DATA = $(wildcard sql/outbox--*.sql)
+PGFILEDESC = "outbox - transactional outbox for PostgreSQL"
+
+# pg_regress: sql/<test>.sql against expected/<test>.out (sql/outbox--*.sql are the install
+# and upgrade scripts). test/check-schedule fails the build when a test is not listed here.
+REGRESS = setup enqueue enqueue_errors batch rotate privileges upgrade
+ISOLATION = $(basename $(notdir $(wildcard test/isolation/specs/*.spec)))
+ISOLATION_OPTS = --inputdir=test/isolation --outputdir=test/isolation/output
+
+# C++ settings (before PGXS reads them). No LLVM bitcode: JIT inlining of C++ is not useful.
+override with_llvm = no
+PG_CXXFLAGS += -std=c++17 -Wall -Wextra -Werror -Wno-register -fno-omit-frame-pointer
+SHLIB_LINK += -lstdc++
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# PostgreSQL's headers come in as system headers, so that their warnings do not fail the
+# -Werror build of our own code.
+override CPPFLAGS := -I$(srcdir)/src $(patsubst -I$(includedir_server),-isystem $(includedir_server),$(patsubst -I$(includedir_internal),-isystem $(includedir_internal),$(CPPFLAGS)))
+
+.PHONY: unit-tests format-check
+unit-tests:
+	$(MAKE) -C test/unit run
+
+format-check:
+	clang-format --dry-run --Werror $(SRCS) $(wildcard src/*/*.hpp src/*.hpp test/unit/*.cpp)

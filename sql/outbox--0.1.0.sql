@@ -1,0 +1,259 @@
+\echo Use "CREATE EXTENSION outbox" to load this file. \quit
+
+-- Insert order. Orders events for the relay; per key it is the order of enqueue calls.
+CREATE SEQUENCE outbox.events_seq;
+
+-- The events table: Debezium's outbox shape (id, aggregatetype, aggregateid, type,
+-- payload) plus headers, timestamps and delivery state. Fixed-width columns first, so the
+-- row has no alignment padding.
+CREATE TABLE outbox.events (
+    seq             bigint       NOT NULL DEFAULT nextval('outbox.events_seq'),
+    created_at      timestamptz  NOT NULL,
+    -- Partition key: equals created_at, except when outbox.rotate() fell behind and the
+    -- event went to the last instant of the newest partition (see the README).
+    part_at         timestamptz  NOT NULL,
+    published_at    timestamptz,
+    next_attempt_at timestamptz,
+    dead_at         timestamptz,
+    attempts        integer      NOT NULL DEFAULT 0,
+    id              uuid         NOT NULL,
+    aggregatetype   varchar(255) NOT NULL,
+    aggregateid     varchar(255) NOT NULL,
+    type            varchar(255) NOT NULL,
+    payload         jsonb        NOT NULL,
+    headers         jsonb,
+    last_error      text
+) PARTITION BY RANGE (part_at);
+ALTER SEQUENCE outbox.events_seq OWNED BY outbox.events.seq;
+
+COMMENT ON TABLE outbox.events IS
+  'Outbox events, partitioned by time. Write with outbox.enqueue(); rotate with outbox.rotate().';
+
+-- The relay's work queue: the article's partial index. It holds only unpublished rows, so
+-- an idle poll reads one page however much history is kept.
+CREATE INDEX events_unpublished ON outbox.events (seq) WHERE published_at IS NULL;
+-- Lookup by event id (requeue, replay, support questions).
+CREATE INDEX events_id ON outbox.events (id);
+
+-- Partitions made by outbox.rotate(). may_hold_late_rows marks a partition that was the
+-- newest while the clock had passed its end: it may hold recent events routed there, so
+-- rotation checks their created_at before dropping it.
+CREATE TABLE outbox.partitions (
+    name               text        PRIMARY KEY,
+    lower_bound        timestamptz NOT NULL,
+    upper_bound        timestamptz NOT NULL,
+    may_hold_late_rows boolean     NOT NULL DEFAULT false,
+    created_at         timestamptz NOT NULL DEFAULT now(),
+    CHECK (lower_bound < upper_bound)
+);
+SELECT pg_catalog.pg_extension_config_dump('outbox.partitions', '');
+
+CREATE FUNCTION outbox.enqueue(
+    aggregatetype text,
+    aggregateid   text,
+    type          text,
+    payload       jsonb,
+    headers       jsonb DEFAULT NULL,
+    id            uuid  DEFAULT NULL)
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'outbox_enqueue'
+LANGUAGE C VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION outbox.enqueue(text, text, text, jsonb, jsonb, uuid) IS
+  'Writes one event in the current transaction and returns its id (UUIDv7 unless given).';
+
+CREATE FUNCTION outbox.enqueue_batch(events jsonb)
+RETURNS uuid[]
+AS 'MODULE_PATHNAME', 'outbox_enqueue_batch'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION outbox.enqueue_batch(jsonb) IS
+  'Writes a JSON array of events in the current transaction; returns their ids in order.';
+
+CREATE FUNCTION outbox._partition_settings(
+    OUT interval_seconds integer,
+    OUT retention_seconds integer,
+    OUT premake integer,
+    OUT lock_timeout_ms integer)
+AS 'MODULE_PATHNAME', 'outbox_partition_settings'
+LANGUAGE C STABLE;
+
+-- Makes one partition without blocking writers: CREATE TABLE ... PARTITION OF would take
+-- ACCESS EXCLUSIVE on outbox.events, ATTACH PARTITION takes only SHARE UPDATE EXCLUSIVE.
+CREATE FUNCTION outbox._create_partition(p_lower timestamptz, p_upper timestamptz)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_name text := 'events_' || to_char(p_lower AT TIME ZONE 'UTC', 'YYYYMMDD"_"HH24MISS');
+BEGIN
+    EXECUTE format('CREATE TABLE outbox.%I (LIKE outbox.events INCLUDING DEFAULTS INCLUDING STORAGE INCLUDING COMPRESSION)', v_name);
+    EXECUTE format('ALTER TABLE outbox.events ATTACH PARTITION outbox.%I FOR VALUES FROM (%L) TO (%L)',
+                   v_name, p_lower, p_upper);
+    INSERT INTO outbox.partitions (name, lower_bound, upper_bound) VALUES (v_name, p_lower, p_upper);
+    RETURN v_name;
+END
+$$;
+
+-- The start of the partition that holds time t: multiples of the interval since the epoch.
+CREATE FUNCTION outbox._bucket_start(t timestamptz, interval_seconds integer)
+RETURNS timestamptz
+LANGUAGE sql IMMUTABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT to_timestamp(floor(extract(epoch FROM t) / interval_seconds) * interval_seconds)
+$$;
+
+CREATE FUNCTION outbox.rotate()
+RETURNS TABLE (action text, partition text, lower_bound timestamptz, upper_bound timestamptz, detail text)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s          record;
+    v_now      timestamptz := clock_timestamp();
+    v_step     interval;
+    v_cutoff   timestamptz;
+    v_newest   timestamptz;
+    v_lower    timestamptz;
+    v_upper    timestamptz;
+    v_target   timestamptz;
+    v_current  timestamptz;
+    v_locked   boolean := false;
+    v_busy     boolean;
+    v_old_timeout text;
+    p          record;
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        -- After the lock below, rotation must see every committed event; an older
+        -- snapshot could miss unpublished rows and drop them.
+        RAISE EXCEPTION 'outbox.rotate() must run at READ COMMITTED isolation'
+            USING ERRCODE = 'active_sql_transaction',
+                  HINT = 'Call it on its own, as pg_cron does.';
+    END IF;
+    -- One rotation at a time; a second one returns at once.
+    IF NOT pg_try_advisory_xact_lock(hashtext('outbox.rotate')) THEN
+        RAISE NOTICE 'outbox.rotate: another rotation is running; nothing done';
+        RETURN;
+    END IF;
+
+    SELECT * INTO s FROM outbox._partition_settings();
+    v_step    := make_interval(secs => s.interval_seconds);
+    v_current := outbox._bucket_start(v_now, s.interval_seconds);
+    v_target  := v_current + v_step * (s.premake + 1);
+
+    -- Forget partitions that were dropped or detached by hand.
+    DELETE FROM outbox.partitions q
+     WHERE NOT EXISTS (SELECT 1 FROM pg_inherits i
+                        WHERE i.inhparent = 'outbox.events'::regclass
+                          AND i.inhrelid = to_regclass(format('outbox.%I', q.name)));
+
+    SELECT max(q.upper_bound) INTO v_newest FROM outbox.partitions q;
+
+    -- Create: contiguous from the newest partition up to premake intervals ahead.
+    IF v_newest IS NULL THEN
+        v_lower := v_current;
+    ELSE
+        v_lower := v_newest;
+        IF v_newest <= v_now THEN
+            -- The clock passed the newest partition: enqueue routed recent events into it.
+            UPDATE outbox.partitions SET may_hold_late_rows = true WHERE upper_bound = v_newest;
+        END IF;
+        IF v_lower < v_current THEN
+            -- Rotation fell behind: one partition covers the whole gap.
+            partition := outbox._create_partition(v_lower, v_current);
+            RETURN QUERY SELECT 'created', partition, v_lower, v_current, 'covers the time rotation did not run'::text;
+            v_lower := v_current;
+        END IF;
+    END IF;
+    WHILE v_lower < v_target LOOP
+        v_upper := outbox._bucket_start(v_lower, s.interval_seconds) + v_step;
+        partition := outbox._create_partition(v_lower, v_upper);
+        RETURN QUERY SELECT 'created', partition, v_lower, v_upper, NULL::text;
+        v_lower := v_upper;
+    END LOOP;
+
+    -- Drop: partitions whose whole range is past retention. Never the newest one as it
+    -- stood when this rotation started: a writer may still be routing into it.
+    IF s.retention_seconds = 0 THEN
+        RETURN;
+    END IF;
+    v_cutoff := v_now - make_interval(secs => s.retention_seconds);
+    FOR p IN SELECT q.* FROM outbox.partitions q
+              WHERE q.upper_bound <= v_cutoff
+                AND (v_newest IS NULL OR q.upper_bound < v_newest)
+              ORDER BY q.lower_bound
+    LOOP
+        IF NOT v_locked THEN
+            -- Dropping a partition takes ACCESS EXCLUSIVE on outbox.events. Waiting for it
+            -- would queue every writer behind us, so wait only briefly (as PgQ does).
+            v_old_timeout := current_setting('lock_timeout');
+            PERFORM set_config('lock_timeout', s.lock_timeout_ms || 'ms', true);
+            BEGIN
+                LOCK TABLE outbox.events IN ACCESS EXCLUSIVE MODE;
+                v_locked := true;
+            EXCEPTION WHEN lock_not_available THEN
+                PERFORM set_config('lock_timeout', v_old_timeout, true);
+                RAISE NOTICE 'outbox.rotate: outbox.events is busy; dropping old partitions is left for the next run'
+                    USING DETAIL = format('The lock was not granted within %s ms.', s.lock_timeout_ms);
+                RETURN QUERY
+                    SELECT 'skipped', q.name, q.lower_bound, q.upper_bound, 'lock not granted in time'::text
+                      FROM outbox.partitions q
+                     WHERE q.upper_bound <= v_cutoff AND (v_newest IS NULL OR q.upper_bound < v_newest)
+                     ORDER BY q.lower_bound;
+                RETURN;
+            END;
+            PERFORM set_config('lock_timeout', v_old_timeout, true);
+        END IF;
+
+        -- With the lock held no writer is in flight, and this statement's snapshot sees
+        -- every committed event.
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM outbox.%I WHERE published_at IS NULL)', p.name)
+           INTO STRICT v_busy;
+        IF v_busy THEN
+            RAISE WARNING 'outbox.rotate: partition % holds unpublished events; not dropped', p.name
+                USING HINT = 'See outbox.events WHERE published_at IS NULL; the partition is dropped once they are published.';
+            RETURN QUERY SELECT 'kept', p.name, p.lower_bound, p.upper_bound, 'holds unpublished events'::text;
+            CONTINUE;
+        END IF;
+        IF p.may_hold_late_rows THEN
+            EXECUTE format('SELECT EXISTS (SELECT 1 FROM outbox.%I WHERE created_at > %L)', p.name, v_cutoff)
+               INTO STRICT v_busy;
+            IF v_busy THEN
+                RETURN QUERY SELECT 'kept', p.name, p.lower_bound, p.upper_bound,
+                                    'holds events written while rotation was behind; kept for their retention'::text;
+                CONTINUE;
+            END IF;
+        END IF;
+        EXECUTE format('DROP TABLE outbox.%I', p.name);
+        DELETE FROM outbox.partitions q WHERE q.name = p.name;
+        RETURN QUERY SELECT 'dropped', p.name, p.lower_bound, p.upper_bound, NULL::text;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION outbox.rotate() IS
+  'Makes future partitions and drops those past outbox.retention that hold no unpublished event.';
+
+-- Least privilege: nothing is callable by PUBLIC. See the README for the GRANTs.
+REVOKE ALL ON FUNCTION outbox.enqueue(text, text, text, jsonb, jsonb, uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox.enqueue_batch(jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox.rotate() FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._partition_settings() FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._create_partition(timestamptz, timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._bucket_start(timestamptz, integer) FROM PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA outbox FROM PUBLIC;
+REVOKE ALL ON SEQUENCE outbox.events_seq FROM PUBLIC;
+
+-- The first partitions, so that enqueue works at once. They are made by the same function
+-- as later ones, and then released from the extension so that rotation can drop them.
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT * FROM outbox.rotate() LOOP
+        EXECUTE format('ALTER EXTENSION outbox DROP TABLE outbox.%I', r.partition);
+    END LOOP;
+END
+$$;

@@ -1,0 +1,32 @@
+// The rules an event must follow before it is written. Plain C++, unit-tested without a
+// server; the PostgreSQL layer measures the values and calls these checks.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+namespace outbox {
+
+// Debezium's outbox table uses varchar(255) for aggregatetype, aggregateid and type.
+inline constexpr std::size_t kMaxNameChars = 255;
+
+// A required text argument: not NULL, not empty, at most max_chars characters.
+// Throws outbox::Error with 22004, 22023 or 22001.
+void check_required_text(std::string_view function, std::string_view field, bool is_null,
+                         std::size_t chars, std::size_t max_chars = kMaxNameChars);
+
+// The payload must be present and no larger than the configured limit (bytes of its
+// stored jsonb form). Throws 22004 or 54000.
+void check_payload(std::string_view function, bool is_null, std::size_t bytes,
+                   std::size_t limit_bytes);
+
+// What a headers value may look like: a flat JSON object whose values are strings.
+enum class HeadersShape { kObject, kNotObject };
+enum class HeaderValueKind { kString, kOther };
+
+// Throws 22023 when headers are not an object.
+void check_headers_shape(std::string_view function, HeadersShape shape);
+// Throws 22023 for an empty key or a value that is not a string.
+void check_header(std::string_view function, std::string_view key, HeaderValueKind kind);
+
+}  // namespace outbox

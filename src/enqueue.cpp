@@ -1,0 +1,398 @@
+// outbox.enqueue() and outbox.enqueue_batch(): write events in the caller's transaction.
+//
+// Each event is validated by the plain C++ rules in core/event_rules, gets a UUIDv7 id
+// unless the caller gave one, and is inserted with a prepared SPI plan kept for the life of
+// the backend. The insert runs in the caller's transaction: the event commits or rolls
+// back with the business rows.
+//
+// Partition routing never fails for lack of a partition: when the clock has passed the
+// newest partition (outbox.rotate() has not run for a while) the row is routed to the last
+// instant of the newest partition through part_at, while created_at keeps the true time.
+// outbox.rotate() marks such a partition and keeps it until those rows are old enough.
+#include <array>
+
+#include "core/event_rules.hpp"
+#include "core/uuid7.hpp"
+#include "pg/boundary.hpp"
+#include "pg/settings.hpp"
+
+extern "C" {
+#include "access/table.h"
+#include "partitioning/partbounds.h"
+#include "partitioning/partdesc.h"
+#include "utils/array.h"
+#include "utils/rel.h"
+}
+
+namespace outbox::pg {
+namespace {
+
+constexpr int kInsertArgs = 8;
+constexpr const char* kInsertSql =
+    "INSERT INTO outbox.events "
+    "(id, aggregatetype, aggregateid, type, payload, headers, created_at, part_at) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+constexpr TimestampTz kLateWarningEveryUs = 10 * 60 * USECS_PER_SEC;
+
+// Per-backend state; trivially destructible, lives as long as the backend.
+struct EnqueueState {
+  SPIPlanPtr insert_plan = nullptr;
+  // Upper bound of the newest partition, as last read. Partitions are only ever added
+  // after it, so a time below it always has a partition.
+  TimestampTz newest_upper = DT_NOBEGIN;
+  TimestampTz last_late_warning = 0;
+  Uuid7Generator ids;
+};
+EnqueueState state;
+
+// One event as PostgreSQL values, before validation. Trivially destructible.
+struct EventDatums {
+  Datum aggregatetype, aggregateid, type, payload, headers, id;
+  bool aggregatetype_null, aggregateid_null, type_null, payload_null, headers_null, id_null;
+};
+
+struct TextMeasure {
+  bool is_null;
+  size_t chars;
+};
+
+// Only needs the exact character count when the bytes exceed the limit.
+TextMeasure measure_text(Datum value, bool is_null) {
+  if (is_null) return {true, 0};
+  return guard([&]() -> TextMeasure {
+    text* t = DatumGetTextPP(value);
+    size_t bytes = VARSIZE_ANY_EXHDR(t);
+    if (bytes <= kMaxNameChars) return {false, bytes};
+    return {false, static_cast<size_t>(pg_mbstrlen_with_len(VARDATA_ANY(t), bytes))};
+  });
+}
+
+struct HeadersMeasure {
+  bool is_object;
+  bool has_bad_entry;
+  bool bad_value_is_string;
+  char* bad_key;  // palloc'd
+};
+
+HeadersMeasure measure_headers(Datum value) {
+  return guard([&]() -> HeadersMeasure {
+    Jsonb* jb = DatumGetJsonbP(value);
+    if (!JB_ROOT_IS_OBJECT(jb)) return {false, false, false, nullptr};
+    JsonbIterator* it = JsonbIteratorInit(&jb->root);
+    JsonbValue v;
+    JsonbIteratorToken token;
+    char* key = nullptr;
+    while ((token = JsonbIteratorNext(&it, &v, true)) != WJB_DONE) {
+      if (token == WJB_KEY) {
+        key = pnstrdup(v.val.string.val, v.val.string.len);
+      } else if (token == WJB_VALUE) {
+        bool is_string = v.type == jbvString;
+        if (!is_string || key[0] == '\0') return {true, true, is_string, key};
+      }
+    }
+    return {true, false, false, nullptr};
+  });
+}
+
+void validate(const char* function, const EventDatums& e) {
+  const std::string_view fn(function);
+  auto t = measure_text(e.aggregatetype, e.aggregatetype_null);
+  check_required_text(fn, "aggregatetype", t.is_null, t.chars);
+  t = measure_text(e.aggregateid, e.aggregateid_null);
+  check_required_text(fn, "aggregateid", t.is_null, t.chars);
+  t = measure_text(e.type, e.type_null);
+  check_required_text(fn, "type", t.is_null, t.chars);
+
+  size_t payload_bytes = 0;
+  if (!e.payload_null) {
+    payload_bytes = guard([&]() -> size_t { return VARSIZE_ANY_EXHDR(DatumGetJsonbP(e.payload)); });
+  }
+  check_payload(fn, e.payload_null, payload_bytes, static_cast<size_t>(settings.max_payload_bytes));
+
+  if (!e.headers_null) {
+    HeadersMeasure h = measure_headers(e.headers);
+    check_headers_shape(fn, h.is_object ? HeadersShape::kObject : HeadersShape::kNotObject);
+    if (h.has_bad_entry) {
+      check_header(fn, h.bad_key,
+                   h.bad_value_is_string ? HeaderValueKind::kString : HeaderValueKind::kOther);
+    }
+  }
+  if (!e.id_null) {
+    bool nil = guard([&]() -> bool {
+      static const pg_uuid_t kNil = {};
+      return memcmp(DatumGetUUIDP(e.id), &kNil, UUID_LEN) == 0;
+    });
+    if (nil) {
+      throw Error(sqlstate::kInvalidParameterValue,
+                  std::string(function) + ": id must not be the nil UUID");
+    }
+  }
+}
+
+// Reads the newest partition's upper bound from the partition descriptor, which follows
+// the catalog rather than the transaction snapshot. Runs only when the clock passes the
+// cached bound.
+TimestampTz read_newest_upper() {
+  return guard([&]() -> TimestampTz {
+    Oid nsp = get_namespace_oid("outbox", false);
+    Oid relid = get_relname_relid("events", nsp);
+    if (!OidIsValid(relid)) elog(ERROR, "outbox.events does not exist");
+    Relation rel = table_open(relid, RowExclusiveLock);
+#if PG_VERSION_NUM >= 140000
+    PartitionDesc desc = RelationGetPartitionDesc(rel, true);
+#else
+    PartitionDesc desc = RelationGetPartitionDesc(rel);
+#endif
+    TimestampTz newest = DT_NOBEGIN;
+    PartitionBoundInfo bounds = desc->boundinfo;
+    if (desc->nparts > 0 && bounds != nullptr && bounds->ndatums > 0) {
+      int last = bounds->ndatums - 1;
+      if (bounds->kind != nullptr && bounds->kind[last][0] != PARTITION_RANGE_DATUM_VALUE) {
+        newest = DT_NOEND;  // a hand-made partition up to MAXVALUE
+      } else {
+        newest = DatumGetTimestampTz(bounds->datums[last][0]);
+      }
+    }
+    table_close(rel, NoLock);
+    return newest;
+  });
+}
+
+TimestampTz route(TimestampTz created) {
+  if (created < state.newest_upper) return created;
+  state.newest_upper = read_newest_upper();
+  if (created < state.newest_upper) return created;
+  if (state.newest_upper == DT_NOBEGIN) {
+    throw Error(sqlstate::kObjectNotInPrerequisiteState, "outbox.events has no partitions",
+                "Every partition of outbox.events was dropped or detached by hand.",
+                "Run SELECT outbox.rotate(); to make partitions again.");
+  }
+  if (created - state.last_late_warning >= kLateWarningEveryUs) {
+    state.last_late_warning = created;
+    guard([&] {
+      ereport(WARNING,
+              (errmsg("outbox: no partition covers the current time; events go to the newest "
+                      "partition"),
+               errdetail("The newest partition ends at %s.",
+                         timestamptz_to_str(state.newest_upper)),
+               errhint("Schedule SELECT outbox.rotate(); with pg_cron, see the README.")));
+    });
+  }
+  return state.newest_upper - 1;
+}
+
+pg_uuid_t* new_id(TimestampTz created) {
+  std::array<uint8_t, 10> random{};
+  bool ok = guard([&]() -> bool { return pg_strong_random(random.data(), random.size()); });
+  if (!ok) {
+    throw Error(sqlstate::kInternalError, "outbox: could not generate random bytes for an id");
+  }
+  const int64_t unix_ms =
+      created / 1000 +
+      static_cast<int64_t>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000;
+  Uuid id = state.ids.next(unix_ms, random);
+  return guard([&]() -> pg_uuid_t* {
+    auto* out = static_cast<pg_uuid_t*>(palloc(sizeof(pg_uuid_t)));
+    memcpy(out->data, id.data(), UUID_LEN);
+    return out;
+  });
+}
+
+// Validates and inserts one event; SPI must be connected. Returns the event id.
+Datum insert_event(const char* function, const EventDatums& e) {
+  validate(function, e);
+  const TimestampTz created = guard([] { return GetCurrentTimestamp(); });
+  const TimestampTz part_at = route(created);
+  Datum id = e.id_null ? UUIDPGetDatum(new_id(created)) : e.id;
+  guard([&] {
+    if (state.insert_plan == nullptr) {
+      Oid types[kInsertArgs] = {UUIDOID,  TEXTOID,  TEXTOID,        TEXTOID,
+                                JSONBOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+      SPIPlanPtr plan = SPI_prepare(kInsertSql, kInsertArgs, types);
+      if (plan == nullptr) elog(ERROR, "outbox: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+      SPI_keepplan(plan);
+      state.insert_plan = plan;
+    }
+    Datum values[kInsertArgs] = {id,        e.aggregatetype, e.aggregateid,
+                                 e.type,    e.payload,       e.headers,
+                                 TimestampTzGetDatum(created), TimestampTzGetDatum(part_at)};
+    char nulls[kInsertArgs] = {' ', ' ', ' ', ' ', ' ', e.headers_null ? 'n' : ' ', ' ', ' '};
+    int rc = SPI_execute_plan(state.insert_plan, values, nulls, false, 0);
+    if (rc != SPI_OK_INSERT) elog(ERROR, "outbox: insert failed: %s", SPI_result_code_string(rc));
+  });
+  return id;
+}
+
+// Copies an id into `context`: SPI_finish frees what was allocated while connected.
+Datum copy_id(Datum id, MemoryContext context) {
+  return guard([&] {
+    void* out = MemoryContextAlloc(context, sizeof(pg_uuid_t));
+    memcpy(out, DatumGetUUIDP(id), sizeof(pg_uuid_t));
+    return UUIDPGetDatum(static_cast<pg_uuid_t*>(out));
+  });
+}
+
+// Looks up a field of a batch element. Returns false when absent or JSON null.
+bool batch_field(JsonbContainer* object, const char* key, JsonbValue* out) {
+  JsonbValue k;
+  k.type = jbvString;
+  k.val.string.val = const_cast<char*>(key);
+  k.val.string.len = static_cast<int>(strlen(key));
+  JsonbValue* found = findJsonbValueFromContainer(object, JB_FOBJECT, &k);
+  if (found == nullptr || found->type == jbvNull) return false;
+  *out = *found;
+  return true;
+}
+
+enum class BatchProblem { kNone, kNotObject, kUnknownKey, kNotString, kIdNotString };
+
+struct BatchElement {
+  EventDatums datums;
+  BatchProblem problem;
+  char* bad_key;
+};
+
+// Turns element `index` of the array into datums; C-style, runs inside guard().
+BatchElement read_batch_element(JsonbValue* element) {
+  static const char* const kKeys[] = {"aggregatetype", "aggregateid", "type",
+                                      "payload",       "headers",     "id"};
+  BatchElement out{};
+  if (element->type != jbvBinary || !JsonContainerIsObject(element->val.binary.data)) {
+    out.problem = BatchProblem::kNotObject;
+    return out;
+  }
+  JsonbContainer* object = element->val.binary.data;
+
+  // Unknown keys are refused, so that a typo such as "aggregate_id" is not a silent NULL.
+  JsonbIterator* it = JsonbIteratorInit(object);
+  JsonbValue v;
+  JsonbIteratorToken token;
+  while ((token = JsonbIteratorNext(&it, &v, true)) != WJB_DONE) {
+    if (token != WJB_KEY) continue;
+    bool known = false;
+    for (const char* k : kKeys) {
+      known = known || (strlen(k) == static_cast<size_t>(v.val.string.len) &&
+                        memcmp(k, v.val.string.val, v.val.string.len) == 0);
+    }
+    if (!known) {
+      out.problem = BatchProblem::kUnknownKey;
+      out.bad_key = pnstrdup(v.val.string.val, v.val.string.len);
+      return out;
+    }
+  }
+
+  struct TextField {
+    const char* key;
+    Datum* datum;
+    bool* is_null;
+  };
+  EventDatums& d = out.datums;
+  const TextField texts[] = {{"aggregatetype", &d.aggregatetype, &d.aggregatetype_null},
+                             {"aggregateid", &d.aggregateid, &d.aggregateid_null},
+                             {"type", &d.type, &d.type_null}};
+  for (const TextField& f : texts) {
+    JsonbValue value;
+    *f.is_null = !batch_field(object, f.key, &value);
+    if (*f.is_null) continue;
+    if (value.type != jbvString) {
+      out.problem = BatchProblem::kNotString;
+      out.bad_key = pstrdup(f.key);
+      return out;
+    }
+    *f.datum = PointerGetDatum(cstring_to_text_with_len(value.val.string.val, value.val.string.len));
+  }
+  JsonbValue value;
+  d.payload_null = !batch_field(object, "payload", &value);
+  if (!d.payload_null) d.payload = JsonbPGetDatum(JsonbValueToJsonb(&value));
+  d.headers_null = !batch_field(object, "headers", &value);
+  if (!d.headers_null) d.headers = JsonbPGetDatum(JsonbValueToJsonb(&value));
+  d.id_null = !batch_field(object, "id", &value);
+  if (!d.id_null) {
+    if (value.type != jbvString) {
+      out.problem = BatchProblem::kIdNotString;
+      return out;
+    }
+    char* s = pnstrdup(value.val.string.val, value.val.string.len);
+    d.id = DirectFunctionCall1(uuid_in, CStringGetDatum(s));
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace outbox::pg
+
+using outbox::Error;
+using outbox::pg::EventDatums;
+using outbox::pg::guard;
+
+// outbox.enqueue(aggregatetype, aggregateid, type, payload, headers, id) RETURNS uuid
+OUTBOX_FUNCTION(outbox_enqueue) {
+  EventDatums e{PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2), PG_GETARG_DATUM(3),
+                PG_GETARG_DATUM(4), PG_GETARG_DATUM(5), PG_ARGISNULL(0),    PG_ARGISNULL(1),
+                PG_ARGISNULL(2),    PG_ARGISNULL(3),    PG_ARGISNULL(4),    PG_ARGISNULL(5)};
+  MemoryContext caller = CurrentMemoryContext;
+  guard([] {
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "outbox: SPI_connect failed");
+  });
+  Datum id = outbox::pg::copy_id(outbox::pg::insert_event("outbox.enqueue", e), caller);
+  guard([] { SPI_finish(); });
+  return id;
+}
+
+// outbox.enqueue_batch(events jsonb) RETURNS uuid[]: one call for many events.
+OUTBOX_FUNCTION(outbox_enqueue_batch) {
+  using outbox::pg::BatchElement;
+  using outbox::pg::BatchProblem;
+  Jsonb* events = guard([&] { return PG_GETARG_JSONB_P(0); });
+  const bool is_array =
+      guard([&] { return JB_ROOT_IS_ARRAY(events) && !JB_ROOT_IS_SCALAR(events); });
+  if (!is_array) {
+    throw Error(outbox::sqlstate::kInvalidParameterValue,
+                "outbox.enqueue_batch: events must be a JSON array of objects",
+                {}, R"(For example '[{"aggregatetype": "order", "aggregateid": "42", "type": )"
+                    R"("OrderCreated", "payload": {}}]'.)");
+  }
+  const int count = guard([&] { return static_cast<int>(JB_ROOT_COUNT(events)); });
+  Datum* ids = guard([&] { return static_cast<Datum*>(palloc0(sizeof(Datum) * (count + 1))); });
+  MemoryContext outer = CurrentMemoryContext;
+  MemoryContext per_event = guard([&] {
+    return AllocSetContextCreate(CurrentMemoryContext, "outbox enqueue_batch",
+                                 ALLOCSET_DEFAULT_SIZES);
+  });
+  guard([] {
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "outbox: SPI_connect failed");
+  });
+  for (int i = 0; i < count; ++i) {
+    const std::string function = "outbox.enqueue_batch: event " + std::to_string(i + 1);
+    BatchElement element = guard([&] {
+      MemoryContextReset(per_event);
+      MemoryContextSwitchTo(per_event);
+      JsonbValue* v = getIthJsonbValueFromContainer(&events->root, static_cast<uint32>(i));
+      return outbox::pg::read_batch_element(v);
+    });
+    switch (element.problem) {
+      case BatchProblem::kNone:
+        break;
+      case BatchProblem::kNotObject:
+        throw Error(outbox::sqlstate::kInvalidParameterValue, function + " is not a JSON object");
+      case BatchProblem::kUnknownKey:
+        throw Error(outbox::sqlstate::kInvalidParameterValue,
+                    function + ": unknown key \"" + element.bad_key + "\"", {},
+                    "Keys are aggregatetype, aggregateid, type, payload, headers and id.");
+      case BatchProblem::kNotString:
+        throw Error(outbox::sqlstate::kInvalidParameterValue,
+                    function + ": " + element.bad_key + " must be a JSON string");
+      case BatchProblem::kIdNotString:
+        throw Error(outbox::sqlstate::kInvalidParameterValue,
+                    function + ": id must be a UUID in a JSON string");
+    }
+    ids[i] = outbox::pg::copy_id(outbox::pg::insert_event(function.c_str(), element.datums), outer);
+  }
+  return guard([&] {
+    SPI_finish();
+    MemoryContextSwitchTo(outer);
+    MemoryContextDelete(per_event);
+    ArrayType* result = construct_array(ids, count, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR);
+    return PointerGetDatum(result);
+  });
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Runs every outbox test: unit tests (plain C++, no server), pg_regress, the isolation
+# tester, and the TAP suites. Installs what is missing first. Run as root on Debian 12:
+#   bash test/run-tests.sh
+# Each suite starts and stops its own PostgreSQL instances, as the postgres user, in a
+# temp directory that user owns (the checkout itself may not be readable by it).
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+. scripts/pg-env.sh
+
+bash scripts/install-deps.sh || exit 1
+make -s -j"$(nproc)" || exit 1
+make -s install >/dev/null || exit 1
+
+passed=0
+failed=0
+failed_names=()
+suite() {
+  local name=$1
+  shift
+  echo "=== $name"
+  if "$@"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    failed_names+=("$name")
+  fi
+}
+
+work=$(make_workdir)
+trap 'rm -rf "$work"' EXIT
+# A copy the postgres user can read and write: test sources, expected output, results.
+cp -a "$repo/sql" "$repo/expected" "$repo/test" "$work/"
+[ "$(id -u)" = 0 ] && chown -R postgres: "$work"
+
+regress_tests=$(sed -n 's/^REGRESS = //p' Makefile)
+isolation_tests=$(cd test/isolation/specs && ls *.spec 2>/dev/null | sed 's/\.spec$//' | tr '\n' ' ')
+pgxs_dir=$(dirname "$(pg_config --pgxs)")/..
+
+run_regress() {
+  (cd "$work" && as_postgres "$pgxs_dir/src/test/regress/pg_regress" \
+     --temp-instance="$work/tmp_regress" --bindir="$PG_BINDIR" \
+     --inputdir=. --outputdir="$work/regress_out" --port=54401 $regress_tests)
+  local rc=$?
+  [ $rc -ne 0 ] && cat "$work/regress_out/regression.diffs" 2>/dev/null | head -200
+  return $rc
+}
+
+run_isolation() {
+  (cd "$work/test/isolation" && as_postgres "$pgxs_dir/src/test/isolation/pg_isolation_regress" \
+     --temp-instance="$work/tmp_isolation" --bindir="$PG_BINDIR" \
+     --temp-config="$work/test/isolation/isolation.conf" \
+     --inputdir=. --outputdir="$work/isolation_out" --port=54402 $isolation_tests)
+  local rc=$?
+  [ $rc -ne 0 ] && cat "$work/isolation_out/regression.diffs" 2>/dev/null | head -200
+  return $rc
+}
+
+run_tap() {
+  (cd "$work/test" && as_postgres env TESTDIR="$work/test" \
+     PG_REGRESS="$pgxs_dir/src/test/regress/pg_regress" \
+     PERL5LIB="$pgxs_dir/src/test/perl" \
+     prove --timer t/*.pl)
+  local rc=$?
+  if [ $rc -ne 0 ]; then
+    for f in "$work"/test/tmp_check/log/*.log; do
+      [ -f "$f" ] || continue
+      echo "--- $f (last 60 lines)"
+      tail -n 60 "$f"
+    done
+  fi
+  return $rc
+}
+
+suite "unit tests" make -s -C test/unit run
+suite "format" make -s format-check
+suite "pg_regress" run_regress
+suite "isolation" run_isolation
+suite "tap" run_tap
+
+echo
+echo "suites: ${passed} passed, ${failed} failed${failed_names:+ (${failed_names[*]})}"
+[ "$failed" -eq 0 ]
