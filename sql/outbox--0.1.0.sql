@@ -76,7 +76,8 @@ CREATE FUNCTION outbox._partition_settings(
     OUT premake integer,
     OUT lock_timeout_ms integer)
 AS 'MODULE_PATHNAME', 'outbox_partition_settings'
-LANGUAGE C STABLE;
+LANGUAGE C STABLE
+SET search_path = pg_catalog, pg_temp;
 
 -- Makes one partition without blocking writers: CREATE TABLE ... PARTITION OF would take
 -- ACCESS EXCLUSIVE on outbox.events, ATTACH PARTITION takes only SHARE UPDATE EXCLUSIVE.
@@ -111,6 +112,7 @@ LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
 DECLARE
     s          record;
     v_now      timestamptz := clock_timestamp();
@@ -119,6 +121,7 @@ DECLARE
     v_newest   timestamptz;
     v_lower    timestamptz;
     v_upper    timestamptz;
+    v_next     timestamptz;
     v_target   timestamptz;
     v_current  timestamptz;
     v_locked   boolean := false;
@@ -152,24 +155,33 @@ BEGIN
 
     SELECT max(q.upper_bound) INTO v_newest FROM outbox.partitions q;
 
-    -- Create: contiguous from the newest partition up to premake intervals ahead.
-    IF v_newest IS NULL THEN
-        v_lower := v_current;
-    ELSE
-        v_lower := v_newest;
+    -- Create: coverage from now up to premake intervals ahead, contiguous with the past.
+    v_lower := v_current;
+    IF v_newest IS NOT NULL THEN
         IF v_newest <= v_now THEN
             -- The clock passed the newest partition: enqueue routed recent events into it.
             UPDATE outbox.partitions SET may_hold_late_rows = true WHERE upper_bound = v_newest;
         END IF;
-        IF v_lower < v_current THEN
-            -- Rotation fell behind: one partition covers the whole gap.
-            partition := outbox._create_partition(v_lower, v_current);
-            RETURN QUERY SELECT 'created', partition, v_lower, v_current, 'covers the time rotation did not run'::text;
-            v_lower := v_current;
+        IF v_newest < v_current THEN
+            -- Rotation fell behind: one partition covers the whole gap, so that coverage
+            -- stays contiguous.
+            partition := outbox._create_partition(v_newest, v_current);
+            RETURN QUERY SELECT 'created', partition, v_newest, v_current, 'covers the time rotation did not run'::text;
         END IF;
     END IF;
-    WHILE v_lower < v_target LOOP
-        v_upper := outbox._bucket_start(v_lower, s.interval_seconds) + v_step;
+    -- From the current interval on, fill every range that no partition covers (normally
+    -- just the ones past the newest; also holes left by a partition dropped by hand).
+    LOOP
+        EXIT WHEN v_lower >= v_target;
+        SELECT q.upper_bound INTO v_upper FROM outbox.partitions q
+         WHERE q.lower_bound <= v_lower AND v_lower < q.upper_bound;
+        IF FOUND THEN
+            v_lower := v_upper;
+            CONTINUE;
+        END IF;
+        SELECT min(q.lower_bound) INTO v_next FROM outbox.partitions q WHERE q.lower_bound > v_lower;
+        v_upper := least(outbox._bucket_start(v_lower, s.interval_seconds) + v_step,
+                         coalesce(v_next, 'infinity'));
         partition := outbox._create_partition(v_lower, v_upper);
         RETURN QUERY SELECT 'created', partition, v_lower, v_upper, NULL::text;
         v_lower := v_upper;
@@ -189,10 +201,15 @@ BEGIN
         IF NOT v_locked THEN
             -- Dropping a partition takes ACCESS EXCLUSIVE on outbox.events. Waiting for it
             -- would queue every writer behind us, so wait only briefly (as PgQ does).
+            -- outbox.rotate_lock_timeout = 0 means NOWAIT: never queue at all.
             v_old_timeout := current_setting('lock_timeout');
             PERFORM set_config('lock_timeout', s.lock_timeout_ms || 'ms', true);
             BEGIN
-                LOCK TABLE outbox.events IN ACCESS EXCLUSIVE MODE;
+                IF s.lock_timeout_ms = 0 THEN
+                    LOCK TABLE outbox.events IN ACCESS EXCLUSIVE MODE NOWAIT;
+                ELSE
+                    LOCK TABLE outbox.events IN ACCESS EXCLUSIVE MODE;
+                END IF;
                 v_locked := true;
             EXCEPTION WHEN lock_not_available THEN
                 PERFORM set_config('lock_timeout', v_old_timeout, true);
@@ -213,8 +230,9 @@ BEGIN
         EXECUTE format('SELECT EXISTS (SELECT 1 FROM outbox.%I WHERE published_at IS NULL)', p.name)
            INTO STRICT v_busy;
         IF v_busy THEN
-            RAISE WARNING 'outbox.rotate: partition % holds unpublished events; not dropped', p.name
-                USING HINT = 'See outbox.events WHERE published_at IS NULL; the partition is dropped once they are published.';
+            RAISE WARNING 'outbox.rotate: a partition past retention holds unpublished events; not dropped'
+                USING DETAIL = format('Partition outbox.%I, from %s to %s.', p.name, p.lower_bound, p.upper_bound),
+                      HINT = 'The relay has not published them yet (see outbox.events WHERE published_at IS NULL); the partition is dropped once they are.';
             RETURN QUERY SELECT 'kept', p.name, p.lower_bound, p.upper_bound, 'holds unpublished events'::text;
             CONTINUE;
         END IF;

@@ -170,12 +170,12 @@ TimestampTz route(TimestampTz created) {
   if (created - state.last_late_warning >= kLateWarningEveryUs) {
     state.last_late_warning = created;
     guard([&] {
-      ereport(WARNING,
-              (errmsg("outbox: no partition covers the current time; events go to the newest "
-                      "partition"),
-               errdetail("The newest partition ends at %s.",
-                         timestamptz_to_str(state.newest_upper)),
-               errhint("Schedule SELECT outbox.rotate(); with pg_cron, see the README.")));
+      ereport(
+          WARNING,
+          (errmsg("outbox: no partition covers the current time; events go to the newest "
+                  "partition"),
+           errdetail("The newest partition ends at %s.", timestamptz_to_str(state.newest_upper)),
+           errhint("Schedule SELECT outbox.rotate(); with pg_cron, see the README.")));
     });
   }
   return state.newest_upper - 1;
@@ -209,13 +209,19 @@ Datum insert_event(const char* function, const EventDatums& e) {
       Oid types[kInsertArgs] = {UUIDOID,  TEXTOID,  TEXTOID,        TEXTOID,
                                 JSONBOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
       SPIPlanPtr plan = SPI_prepare(kInsertSql, kInsertArgs, types);
-      if (plan == nullptr) elog(ERROR, "outbox: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+      if (plan == nullptr)
+        elog(ERROR, "outbox: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
       SPI_keepplan(plan);
       state.insert_plan = plan;
     }
-    Datum values[kInsertArgs] = {id,        e.aggregatetype, e.aggregateid,
-                                 e.type,    e.payload,       e.headers,
-                                 TimestampTzGetDatum(created), TimestampTzGetDatum(part_at)};
+    Datum values[kInsertArgs] = {id,
+                                 e.aggregatetype,
+                                 e.aggregateid,
+                                 e.type,
+                                 e.payload,
+                                 e.headers,
+                                 TimestampTzGetDatum(created),
+                                 TimestampTzGetDatum(part_at)};
     char nulls[kInsertArgs] = {' ', ' ', ' ', ' ', ' ', e.headers_null ? 'n' : ' ', ' ', ' '};
     int rc = SPI_execute_plan(state.insert_plan, values, nulls, false, 0);
     if (rc != SPI_OK_INSERT) elog(ERROR, "outbox: insert failed: %s", SPI_result_code_string(rc));
@@ -299,7 +305,8 @@ BatchElement read_batch_element(JsonbValue* element) {
       out.bad_key = pstrdup(f.key);
       return out;
     }
-    *f.datum = PointerGetDatum(cstring_to_text_with_len(value.val.string.val, value.val.string.len));
+    *f.datum =
+        PointerGetDatum(cstring_to_text_with_len(value.val.string.val, value.val.string.len));
   }
   JsonbValue value;
   d.payload_null = !batch_field(object, "payload", &value);
@@ -348,9 +355,9 @@ OUTBOX_FUNCTION(outbox_enqueue_batch) {
       guard([&] { return JB_ROOT_IS_ARRAY(events) && !JB_ROOT_IS_SCALAR(events); });
   if (!is_array) {
     throw Error(outbox::sqlstate::kInvalidParameterValue,
-                "outbox.enqueue_batch: events must be a JSON array of objects",
-                {}, R"(For example '[{"aggregatetype": "order", "aggregateid": "42", "type": )"
-                    R"("OrderCreated", "payload": {}}]'.)");
+                "outbox.enqueue_batch: events must be a JSON array of objects", {},
+                R"(For example '[{"aggregatetype": "order", "aggregateid": "42", "type": )"
+                R"("OrderCreated", "payload": {}}]'.)");
   }
   const int count = guard([&] { return static_cast<int>(JB_ROOT_COUNT(events)); });
   Datum* ids = guard([&] { return static_cast<Datum*>(palloc0(sizeof(Datum) * (count + 1))); });

@@ -34,16 +34,24 @@ trap 'rm -rf "$work"' EXIT
 cp -a "$repo/sql" "$repo/expected" "$repo/test" "$work/"
 [ "$(id -u)" = 0 ] && chown -R postgres: "$work"
 
+# Keeps a failed suite's output in test/output/ for a look after the run.
+keep_output() {
+  mkdir -p "$repo/test/output"
+  rm -rf "$repo/test/output/$(basename "$1")"
+  cp -a "$work/$1" "$repo/test/output/" 2>/dev/null
+  echo "(output kept in test/output/$(basename "$1"))"
+}
+
 regress_tests=$(sed -n 's/^REGRESS = //p' Makefile)
 isolation_tests=$(cd test/isolation/specs && ls *.spec 2>/dev/null | sed 's/\.spec$//' | tr '\n' ' ')
-pgxs_dir=$(dirname "$(pg_config --pgxs)")/..
+pgxs_dir=$(cd "$(dirname "$(pg_config --pgxs)")/../.." && pwd)
 
 run_regress() {
   (cd "$work" && as_postgres "$pgxs_dir/src/test/regress/pg_regress" \
      --temp-instance="$work/tmp_regress" --bindir="$PG_BINDIR" \
-     --inputdir=. --outputdir="$work/regress_out" --port=54401 $regress_tests)
+     --inputdir=. --outputdir="$work/regress_out" --port=54401 --encoding=UTF8 --no-locale $regress_tests)
   local rc=$?
-  [ $rc -ne 0 ] && cat "$work/regress_out/regression.diffs" 2>/dev/null | head -200
+  [ $rc -ne 0 ] && keep_output regress_out && head -300 "$work/regress_out/regression.diffs"
   return $rc
 }
 
@@ -53,7 +61,7 @@ run_isolation() {
      --temp-config="$work/test/isolation/isolation.conf" \
      --inputdir=. --outputdir="$work/isolation_out" --port=54402 $isolation_tests)
   local rc=$?
-  [ $rc -ne 0 ] && cat "$work/isolation_out/regression.diffs" 2>/dev/null | head -200
+  [ $rc -ne 0 ] && keep_output isolation_out && head -300 "$work/isolation_out/regression.diffs"
   return $rc
 }
 
@@ -64,6 +72,7 @@ run_tap() {
      prove --timer t/*.pl)
   local rc=$?
   if [ $rc -ne 0 ]; then
+    keep_output test/tmp_check
     for f in "$work"/test/tmp_check/log/*.log; do
       [ -f "$f" ] || continue
       echo "--- $f (last 60 lines)"

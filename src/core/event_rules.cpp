@@ -31,13 +31,13 @@ void check_required_text(std::string_view function, std::string_view field, bool
 void check_payload(std::string_view function, bool is_null, std::size_t bytes,
                    std::size_t limit_bytes) {
   if (is_null) {
-    throw Error(sqlstate::kNullValueNotAllowed, prefix(function) + "payload must not be NULL",
-                {}, "Use '{}'::jsonb or 'null'::jsonb for an event without a body.");
+    throw Error(sqlstate::kNullValueNotAllowed, prefix(function) + "payload must not be NULL", {},
+                "Use '{}'::jsonb or 'null'::jsonb for an event without a body.");
   }
   if (bytes > limit_bytes) {
     throw Error(sqlstate::kProgramLimitExceeded, prefix(function) + "payload is too large",
-                "The payload takes " + std::to_string(bytes) + " bytes; outbox.max_payload_bytes is " +
-                    std::to_string(limit_bytes) + ".",
+                "The payload takes " + std::to_string(bytes) +
+                    " bytes; outbox.max_payload_bytes is " + std::to_string(limit_bytes) + ".",
                 "Store large documents elsewhere and send a reference, or raise "
                 "outbox.max_payload_bytes.");
   }
@@ -46,8 +46,8 @@ void check_payload(std::string_view function, bool is_null, std::size_t bytes,
 void check_headers_shape(std::string_view function, HeadersShape shape) {
   if (shape != HeadersShape::kObject) {
     throw Error(sqlstate::kInvalidParameterValue,
-                prefix(function) + "headers must be a JSON object of strings",
-                {}, R"(For example '{"traceparent": "00-..."}'.)");
+                prefix(function) + "headers must be a JSON object of strings", {},
+                R"(For example '{"traceparent": "00-..."}'.)");
   }
 }
 

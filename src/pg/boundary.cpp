@@ -23,8 +23,7 @@ void raise(ErrorData* pg_error, const char* code, const char* message, const cha
     ReThrowError(pg_error);
   }
   ereport(ERROR, (errcode(MAKE_SQLSTATE(code[0], code[1], code[2], code[3], code[4])),
-                  errmsg_internal("%s", message),
-                  detail ? errdetail_internal("%s", detail) : 0,
+                  errmsg_internal("%s", message), detail ? errdetail_internal("%s", detail) : 0,
                   hint ? errhint("%s", hint) : 0));
   pg_unreachable();
 }

@@ -49,8 +49,7 @@ auto guard(Fn&& fn) -> decltype(fn()) {
   using Result = decltype(fn());
   using Callable = std::remove_reference_t<Fn>;
   if constexpr (std::is_void_v<Result>) {
-    ErrorData* error =
-        detail::run_guarded([](void* f) { (*static_cast<Callable*>(f))(); }, &fn);
+    ErrorData* error = detail::run_guarded([](void* f) { (*static_cast<Callable*>(f))(); }, &fn);
     if (error != nullptr) throw PgError(error);
   } else {
     static_assert(std::is_trivially_destructible_v<Result>,
@@ -103,12 +102,12 @@ Datum invoke(Fn&& fn) noexcept {
 }  // namespace outbox::pg
 
 // Defines an SQL-callable function NAME whose body runs under invoke().
-#define OUTBOX_FUNCTION(name)                                                            \
-  static Datum name##_body(FunctionCallInfo fcinfo);                                     \
-  extern "C" {                                                                           \
-  PG_FUNCTION_INFO_V1(name);                                                             \
-  }                                                                                      \
-  Datum name(PG_FUNCTION_ARGS) {                                                         \
-    return ::outbox::pg::invoke([fcinfo]() -> Datum { return name##_body(fcinfo); });   \
-  }                                                                                      \
+#define OUTBOX_FUNCTION(name)                                                         \
+  static Datum name##_body(FunctionCallInfo fcinfo);                                  \
+  extern "C" {                                                                        \
+  PG_FUNCTION_INFO_V1(name);                                                          \
+  }                                                                                   \
+  Datum name(PG_FUNCTION_ARGS) {                                                      \
+    return ::outbox::pg::invoke([fcinfo]() -> Datum { return name##_body(fcinfo); }); \
+  }                                                                                   \
   static Datum name##_body(FunctionCallInfo fcinfo)

@@ -38,9 +38,10 @@ void define_settings() {
       "outbox.rotate_lock_timeout",
       "How long outbox.rotate() waits for the lock it needs to drop partitions.",
       "While it waits, new writers queue behind it, so keep this short. If the lock is not "
-      "granted in time the drop is skipped with a NOTICE and left for the next run.",
-      &settings.rotate_lock_timeout_ms, settings.rotate_lock_timeout_ms, 1, 60 * 1000,
-      PGC_SUSET, GUC_UNIT_MS, nullptr, nullptr, nullptr);
+      "granted in time the drop is skipped with a NOTICE and left for the next run. 0 means "
+      "NOWAIT: never queue, try once.",
+      &settings.rotate_lock_timeout_ms, settings.rotate_lock_timeout_ms, 0, 60 * 1000, PGC_SUSET,
+      GUC_UNIT_MS, nullptr, nullptr, nullptr);
 
 #if PG_VERSION_NUM >= 150000
   MarkGUCPrefixReserved("outbox");

@@ -1,0 +1,126 @@
+# Shared helpers for the storage-layer benchmarks; sourced by bench/*.sh.
+#
+# Each benchmark starts its own throwaway PostgreSQL cluster as the postgres user, in a
+# temp directory that user owns, listening on a unix socket only (listen_addresses = ''),
+# on its own port. fsync and synchronous_commit keep their defaults (on). The cluster is
+# stopped and the directory removed on exit, whatever the exit path.
+
+BENCH_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=../scripts/pg-env.sh
+. "$BENCH_REPO/scripts/pg-env.sh"
+
+QUICK=${QUICK:-0}
+BENCH_WORK=""
+BENCH_PORT=""
+BENCH_DB=bench
+
+bench_cleanup() {
+  local rc=$?
+  if [ -n "$BENCH_WORK" ] && [ -d "$BENCH_WORK" ]; then
+    if [ -f "$BENCH_WORK/data/postmaster.pid" ]; then
+      as_postgres pg_ctl -D "$BENCH_WORK/data" -m immediate -w stop >/dev/null 2>&1 || true
+    fi
+    if [ "${BENCH_KEEP:-0}" = 1 ]; then
+      echo "(BENCH_KEEP=1: left $BENCH_WORK)" >&2
+    else
+      rm -rf "$BENCH_WORK"
+    fi
+  fi
+  return $rc
+}
+
+# bench_start PORT [extra postgresql.conf lines...]: initdb + start; sets BENCH_WORK.
+bench_start() {
+  BENCH_PORT=$1
+  shift
+  BENCH_WORK=$(make_workdir)
+  trap bench_cleanup EXIT
+  trap 'exit 130' INT TERM
+  as_postgres initdb -D "$BENCH_WORK/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 \
+    --no-sync >"$BENCH_WORK/initdb.log" 2>&1 || { cat "$BENCH_WORK/initdb.log"; return 1; }
+  {
+    echo "listen_addresses = ''"
+    echo "unix_socket_directories = '$BENCH_WORK'"
+    echo "port = $BENCH_PORT"
+    echo "fsync = on"
+    echo "synchronous_commit = on"
+    echo "shared_buffers = 512MB"
+    echo "max_wal_size = 4GB"
+    echo "checkpoint_timeout = 30min"
+    echo "log_min_messages = warning"
+    echo "logging_collector = off"
+    local line
+    for line in "$@"; do echo "$line"; done
+  } >>"$BENCH_WORK/data/postgresql.conf"
+  as_postgres pg_ctl -D "$BENCH_WORK/data" -l "$BENCH_WORK/server.log" -w start >/dev/null ||
+    { cat "$BENCH_WORK/server.log"; return 1; }
+  as_postgres createdb -h "$BENCH_WORK" -p "$BENCH_PORT" "$BENCH_DB"
+}
+
+# sql [psql args...]: psql against the bench database, stops on the first error.
+sql() {
+  as_postgres psql -h "$BENCH_WORK" -p "$BENCH_PORT" -d "$BENCH_DB" -X -q -v ON_ERROR_STOP=1 "$@"
+}
+
+# sqlv QUERY: one value, unaligned, no headers.
+sqlv() {
+  sql -At -c "$1"
+}
+
+# pgb [pgbench args...]: pgbench against the bench database (scripts must live in
+# $BENCH_WORK, which the postgres user can read).
+pgb() {
+  as_postgres pgbench -h "$BENCH_WORK" -p "$BENCH_PORT" "$@" "$BENCH_DB"
+}
+
+# bench_file NAME: path of a file in the work directory; its content comes from stdin.
+bench_file() {
+  local path="$BENCH_WORK/$1"
+  cat >"$path"
+  chown postgres: "$path" 2>/dev/null || true
+  echo "$path"
+}
+
+# median: median of the numbers on stdin (one per line).
+median() {
+  sort -g | awk '{ v[NR] = $1 } END {
+    if (NR == 0) { print "nan"; exit }
+    if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# now_us: wall clock in microseconds since the epoch (the clock pgbench logs use).
+now_us() {
+  date +%s%6N
+}
+
+# pgbench_tps OUTPUT_FILE: the tps figure of a pgbench run ("without initial connection
+# time" on PostgreSQL 15).
+pgbench_tps() {
+  sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$1" | tail -n 1
+}
+
+# pgbench_latency OUTPUT_FILE: average latency in ms.
+pgbench_latency() {
+  sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' "$1" | tail -n 1
+}
+
+# pct A B: 100 * (A / B - 1), one decimal.
+pct() {
+  awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.1f", 100 * (a / b - 1) }'
+}
+
+# ratio A B: A / B, two decimals.
+ratio() {
+  awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'
+}
+
+# verdict COND_TEXT OK(0/1): prints "MET" or "MISSED".
+verdict() {
+  if [ "$2" = 1 ]; then echo "MET     $1"; else echo "MISSED  $1"; fi
+}
+
+bench_header() {
+  echo "== $1"
+  echo "   $(pg_config --version), $(nproc) cores, fsync=on, synchronous_commit=on, QUICK=$QUICK"
+  echo "   host: $(uname -srm)"
+}

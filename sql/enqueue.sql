@@ -1,0 +1,53 @@
+-- outbox.enqueue writes the event in the caller's transaction.
+CREATE TABLE orders (id int PRIMARY KEY, total numeric);
+
+BEGIN;
+INSERT INTO orders VALUES (1, 10.5);
+SELECT outbox.enqueue('order', '1', 'OrderCreated', '{"total": 10.5}') IS NOT NULL AS enqueued;
+COMMIT;
+
+-- Rolled back together with the business row: no event.
+BEGIN;
+INSERT INTO orders VALUES (2, 99);
+SELECT outbox.enqueue('order', '2', 'OrderCreated', '{"total": 99}') IS NOT NULL AS enqueued;
+ROLLBACK;
+
+-- A failure later in the transaction also takes the event away.
+BEGIN;
+SELECT outbox.enqueue('order', '3', 'OrderCreated', '{}') IS NOT NULL AS enqueued;
+INSERT INTO orders VALUES (1, 0);  -- duplicate key
+COMMIT;
+
+SELECT aggregatetype, aggregateid, type, payload, headers, published_at, attempts,
+       created_at = part_at AS routed_by_created_at
+  FROM outbox.events ORDER BY seq;
+
+-- Headers and a caller-chosen id are kept as given.
+SELECT outbox.enqueue('order', '4', 'OrderPaid', '{"amount": 1}',
+                      '{"traceparent": "00-abc-def-01", "tenant": "t1"}',
+                      '0190a3c5-0000-7000-8000-000000000001') AS id;
+SELECT id, headers FROM outbox.events WHERE aggregateid = '4';
+
+-- Default ids are UUIDv7 (version nibble 7, variant 10), their time is the write time,
+-- and within one session they increase with insert order.
+SELECT count(outbox.enqueue('order', 'seq', 'Tick', to_jsonb(i))) AS enqueued
+  FROM generate_series(1, 200) i;
+SELECT bool_and(substr(id::text, 15, 1) = '7') AS version7,
+       bool_and(substr(id::text, 20, 1) IN ('8', '9', 'a', 'b')) AS variant10,
+       bool_and(abs(extract(epoch FROM created_at) * 1000
+                    - ('x' || lpad(replace(substr(id::text, 1, 13), '-', ''), 16, '0'))::bit(64)::bigint) < 2)
+           AS time_matches
+  FROM outbox.events WHERE aggregateid = 'seq';
+SELECT count(*) = 200 AS all_rows,
+       bool_and(id_order = seq_order) AS ids_follow_insert_order
+  FROM (SELECT row_number() OVER (ORDER BY id) AS id_order,
+               row_number() OVER (ORDER BY seq) AS seq_order
+          FROM outbox.events WHERE aggregateid = 'seq') t;
+
+-- Text is measured in characters, not bytes: 255 multi-byte characters are accepted.
+SELECT outbox.enqueue(repeat('é', 255), 'k', 't', '{}') IS NOT NULL AS accepted;
+
+-- The payload limit is a setting.
+SET outbox.max_payload_bytes = '1kB';
+SELECT outbox.enqueue('order', '5', 'Big', jsonb_build_object('x', repeat('a', 900))) IS NOT NULL AS fits;
+RESET outbox.max_payload_bytes;

@@ -1,0 +1,93 @@
+-- Rotation with one-second partitions, so that the test sees partitions expire.
+\set VERBOSITY terse
+SET outbox.partition_interval = '1s';
+SET outbox.retention = '2s';
+SET outbox.premake = 2;
+DROP EXTENSION outbox;
+CREATE EXTENSION outbox;
+
+-- The current partition and two ahead.
+SELECT count(*) AS partitions FROM outbox.partitions;
+
+-- Running again soon after makes nothing new, or only the next second's partition.
+SELECT count(*) <= 1 AS idempotent FROM outbox.rotate();
+
+-- An event that is never published keeps its partition alive past retention.
+SELECT outbox.enqueue('order', 'unpublished', 'OrderCreated', '{}') IS NOT NULL AS enqueued;
+SELECT outbox.enqueue('order', 'published', 'OrderCreated', '{}') IS NOT NULL AS enqueued;
+UPDATE outbox.events SET published_at = now() WHERE aggregateid = 'published';
+SELECT tableoid::regclass::text AS kept_partition FROM outbox.events WHERE aggregateid = 'unpublished' \gset
+
+SELECT pg_sleep(4);
+CREATE TEMP TABLE r1 AS SELECT * FROM outbox.rotate();
+SELECT action, count(*) > 0 AS some FROM r1 GROUP BY action ORDER BY action;
+SELECT 'outbox.' || quote_ident(partition) = :'kept_partition' AS kept_the_right_one
+  FROM r1 WHERE action = 'kept';
+SELECT aggregateid FROM outbox.events ORDER BY seq;
+-- Every partition that was dropped is gone from the catalog and from the bookkeeping.
+SELECT count(*) AS dropped_still_present
+  FROM r1 JOIN pg_class c ON c.relname = r1.partition AND c.relnamespace = 'outbox'::regnamespace
+ WHERE r1.action = 'dropped';
+SELECT count(*) AS dropped_still_listed
+  FROM r1 JOIN outbox.partitions p ON p.name = r1.partition
+ WHERE r1.action = 'dropped';
+
+-- Once published, the partition goes at the next rotation.
+UPDATE outbox.events SET published_at = now() WHERE aggregateid = 'unpublished';
+SELECT count(*) AS dropped_kept_one FROM outbox.rotate()
+ WHERE action = 'dropped' AND 'outbox.' || quote_ident(partition) = :'kept_partition';
+SELECT count(*) AS events_left FROM outbox.events;
+
+-- Rotation does not run for a while: enqueue still succeeds. The event goes to the newest
+-- partition (with a WARNING) and keeps its true created_at.
+SELECT pg_sleep(5);
+SELECT outbox.enqueue('order', 'late', 'OrderCreated', '{}') IS NOT NULL AS enqueued;
+SELECT part_at < created_at AS routed_to_newest,
+       part_at = (SELECT max(upper_bound) FROM outbox.partitions) - interval '1 microsecond' AS last_instant
+  FROM outbox.events WHERE aggregateid = 'late';
+
+-- The next rotation fills the gap with one partition, makes the future ones, and marks
+-- the partition that took the late event.
+CREATE TEMP TABLE r2 AS SELECT * FROM outbox.rotate();
+SELECT count(*) FILTER (WHERE detail LIKE 'covers the time%') AS gap_partitions,
+       count(*) FILTER (WHERE action = 'created') >= 3 AS made_future_ones
+  FROM r2;
+SELECT p.may_hold_late_rows
+  FROM outbox.events e JOIN outbox.partitions p ON e.tableoid = ('outbox.' || quote_ident(p.name))::regclass
+ WHERE e.aggregateid = 'late';
+-- Coverage is contiguous: no gaps between partitions.
+SELECT count(*) AS gaps FROM (
+  SELECT lower_bound, lag(upper_bound) OVER (ORDER BY lower_bound) AS prev_upper FROM outbox.partitions
+) t WHERE prev_upper IS NOT NULL AND prev_upper <> lower_bound;
+-- New events go to their own time again.
+SELECT outbox.enqueue('order', 'ontime', 'OrderCreated', '{}') IS NOT NULL AS enqueued;
+SELECT part_at = created_at AS routed_by_time FROM outbox.events WHERE aggregateid = 'ontime';
+
+-- A future partition dropped by hand leaves a hole: rotation fills it again.
+SELECT name AS hole FROM outbox.partitions ORDER BY lower_bound DESC LIMIT 1 OFFSET 1 \gset
+ALTER TABLE outbox.events DETACH PARTITION outbox.:"hole";
+DROP TABLE outbox.:"hole";
+SELECT count(*) AS refilled FROM outbox.rotate() WHERE action = 'created' AND partition = :'hole';
+-- A past partition dropped by hand is forgotten, not an error.
+UPDATE outbox.events SET published_at = now();
+SELECT name AS hand_dropped FROM outbox.partitions ORDER BY lower_bound LIMIT 1 \gset
+ALTER TABLE outbox.events DETACH PARTITION outbox.:"hand_dropped";
+DROP TABLE outbox.:"hand_dropped";
+SELECT count(*) AS failed FROM outbox.rotate() WHERE partition = :'hand_dropped';
+SELECT count(*) AS still_listed FROM outbox.partitions WHERE name = :'hand_dropped';
+
+-- Rotation needs READ COMMITTED: an older snapshot could miss unpublished rows.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT * FROM outbox.rotate();
+ROLLBACK;
+
+-- retention = 0 keeps everything.
+SET outbox.retention = 0;
+SELECT count(*) AS dropped FROM outbox.rotate() WHERE action = 'dropped';
+
+-- Back to the defaults for the tests that follow.
+RESET outbox.partition_interval;
+RESET outbox.retention;
+RESET outbox.premake;
+DROP EXTENSION outbox;
+CREATE EXTENSION outbox;

@@ -1,0 +1,21 @@
+-- The extension installs with its schema, tables, functions and first partitions.
+CREATE EXTENSION outbox;
+SELECT extversion FROM pg_extension WHERE extname = 'outbox';
+
+\d outbox.events
+
+-- premake (4) future partitions plus the current one, attached to outbox.events.
+SELECT count(*) AS partitions,
+       bool_and(lower_bound <= now() OR lower_bound > now()) AS all_have_bounds,
+       bool_or(lower_bound <= now() AND now() < upper_bound) AS covers_now
+  FROM outbox.partitions;
+SELECT count(*) AS attached FROM pg_inherits WHERE inhparent = 'outbox.events'::regclass;
+
+-- Partitions belong to the schema, not to the extension, so that rotation can drop them.
+SELECT count(*) AS partitions_in_extension
+  FROM pg_depend d JOIN pg_class c ON c.oid = d.objid
+ WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'outbox')
+   AND c.relname LIKE 'events\_2%';
+
+-- Settings exist with their defaults once the library is loaded.
+SELECT name, setting, unit FROM pg_settings WHERE name LIKE 'outbox.%' ORDER BY name;

@@ -1,0 +1,46 @@
+# outbox.rotate() scheduled with pg_cron, exactly as the README shows, runs and succeeds.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('cron');
+$node->init;
+# The test cluster listens on a Unix socket only, so pg_cron runs its jobs in background
+# workers instead of connecting over TCP.
+$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'pg_cron'
+cron.database_name = 'postgres'
+cron.use_background_workers = on
+max_worker_processes = 16
+});
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION outbox; CREATE EXTENSION pg_cron;');
+
+# The README's line, verbatim.
+my $jobid = $node->safe_psql('postgres',
+	q{SELECT cron.schedule('outbox-rotate', '*/10 * * * *', 'SELECT outbox.rotate()')});
+like($jobid, qr/^\d+$/, 'the README schedule is accepted');
+
+# Give rotation something to do: take away the newest partition.
+my $newest = $node->safe_psql('postgres',
+	q{SELECT name FROM outbox.partitions ORDER BY lower_bound DESC LIMIT 1});
+$node->safe_psql('postgres',
+	qq{ALTER TABLE outbox.events DETACH PARTITION outbox."$newest"; DROP TABLE outbox."$newest";});
+
+# Same job, every minute, so that the test sees a run (pg_cron 1.4 has no seconds).
+$node->safe_psql('postgres',
+	q{SELECT cron.schedule('outbox-rotate', '* * * * *', 'SELECT outbox.rotate()')});
+ok( $node->poll_query_until('postgres',
+		q{SELECT count(*) > 0 FROM cron.job_run_details WHERE command = 'SELECT outbox.rotate()' AND status IN ('succeeded', 'failed')}),
+	'pg_cron ran the job');
+is( $node->safe_psql('postgres',
+		q{SELECT status || ' ' || coalesce(return_message, '') FROM cron.job_run_details WHERE command = 'SELECT outbox.rotate()' ORDER BY runid LIMIT 1}),
+	'succeeded SELECT 1',
+	'the run succeeded');
+is($node->safe_psql('postgres', qq{SELECT count(*) FROM outbox.partitions WHERE name = '$newest'}),
+	'1', 'the scheduled rotation made the missing partition again');
+
+$node->stop;
+done_testing();
