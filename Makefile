@@ -35,3 +35,6 @@ format-check:
 
 format:
 	clang-format -i $(SRCS) $(wildcard src/*/*.hpp src/*.hpp test/unit/*.cpp)
+
+# Sink libraries (outbox_sink_<name>.so) and their unit tests: see src/sinks/sinks.mk.
+-include src/sinks/sinks.mk

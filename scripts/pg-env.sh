@@ -21,3 +21,23 @@ make_workdir() {
   [ "$(id -u)" = 0 ] && chown postgres: "$dir"
   echo "$dir"
 }
+
+# start_cluster DIR PORT [CONF_LINE...]: initdb and start a throwaway cluster in DIR
+# (a make_workdir directory), on loopback and a Unix socket in DIR only.
+start_cluster() {
+  local dir=$1 port=$2
+  shift 2
+  as_postgres initdb -D "$dir/data" -A trust -U postgres --encoding=UTF8 --no-locale >/dev/null
+  {
+    echo "listen_addresses = '127.0.0.1'"
+    echo "port = $port"
+    echo "unix_socket_directories = '$dir'"
+    for line in "$@"; do echo "$line"; done
+  } >>"$dir/data/postgresql.conf"
+  as_postgres pg_ctl -D "$dir/data" -l "$dir/server.log" -w start >/dev/null
+}
+
+# stop_cluster DIR: stop it (fast) if it runs.
+stop_cluster() {
+  as_postgres pg_ctl -D "$1/data" -m fast -w stop >/dev/null 2>&1 || true
+}

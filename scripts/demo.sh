@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The main job, end to end, on a throwaway cluster: install what is missing, build and
+# install the extension, then enqueue events in business transactions, show them, and
+# rotate the partitions. Run as root on Debian 12:
+#   bash scripts/demo.sh
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+. scripts/pg-env.sh
+
+bash scripts/install-deps.sh
+make -s -j"$(nproc)"
+make -s install >/dev/null
+
+work=$(make_workdir)
+trap 'stop_cluster "$work"; rm -rf "$work"' EXIT
+port=${OUTBOX_DEMO_PORT:-55432}
+start_cluster "$work" "$port"
+echo "outbox demo: PostgreSQL $(pg_config --version | awk '{print $2}') on 127.0.0.1:$port ($work)"
+
+as_postgres psql -X -h "$work" -p "$port" -U postgres -v ON_ERROR_STOP=1 <<'SQL'
+\echo '--- install'
+CREATE EXTENSION outbox;
+CREATE TABLE orders (id bigint PRIMARY KEY, customer text NOT NULL, total numeric NOT NULL);
+
+\echo '--- an application role that may only enqueue (the README grant)'
+CREATE ROLE shop LOGIN;
+GRANT USAGE ON SCHEMA outbox TO shop;
+GRANT EXECUTE ON FUNCTION outbox.enqueue(text, text, text, jsonb, jsonb, uuid),
+                          outbox.enqueue_batch(jsonb) TO shop;
+GRANT SELECT, INSERT, UPDATE ON orders TO shop;
+SET ROLE shop;
+
+\echo '--- business transactions: the order row and its event commit together'
+BEGIN;
+INSERT INTO orders VALUES (1, 'alice', 42.00);
+SELECT outbox.enqueue('order', '1', 'OrderCreated',
+                      '{"order_id": 1, "customer": "alice", "total": 42.00}',
+                      '{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}') AS event_id;
+COMMIT;
+
+BEGIN;
+UPDATE orders SET total = 40.00 WHERE id = 1;
+SELECT cardinality(outbox.enqueue_batch('[
+  {"aggregatetype": "order", "aggregateid": "1", "type": "OrderDiscounted", "payload": {"order_id": 1, "total": 40.00}},
+  {"aggregatetype": "customer", "aggregateid": "alice", "type": "LoyaltyPointsAdded", "payload": {"points": 40}}
+]')) AS events_in_batch;
+COMMIT;
+
+\echo '--- a transaction that rolls back leaves no event behind'
+BEGIN;
+INSERT INTO orders VALUES (2, 'bob', 10.00);
+SELECT outbox.enqueue('order', '2', 'OrderCreated', '{"order_id": 2}') IS NOT NULL AS enqueued;
+ROLLBACK;
+
+\echo '--- bad input is refused with a clear error and an SQLSTATE'
+\set VERBOSITY verbose
+\set ON_ERROR_STOP 0
+SELECT outbox.enqueue('order', '', 'OrderCreated', '{}');
+SELECT outbox.enqueue('order', '3', 'OrderCreated', '{}', '{"retries": 3}');
+\set ON_ERROR_STOP 1
+\set VERBOSITY default
+RESET ROLE;
+
+\echo '--- the events, in insert order (what the relay will send)'
+SELECT seq, id, aggregatetype, aggregateid, type, payload, headers, published_at
+  FROM outbox.events ORDER BY seq;
+
+\echo '--- partitions, and one rotation (pg_cron would run it every 10 minutes)'
+SELECT name, lower_bound, upper_bound FROM outbox.partitions ORDER BY lower_bound;
+SELECT * FROM outbox.rotate();
+SQL
+echo "outbox demo: done"

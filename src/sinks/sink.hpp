@@ -1,0 +1,91 @@
+// The sink interface: where the relay hands events over to a broker. Plain C++; this
+// header includes no PostgreSQL header, so sinks are unit-tested and run under sanitizers
+// without a server.
+//
+// A sink lives in its own shared library in PostgreSQL's $libdir, named
+// outbox_sink_<name>.so, which exports
+//     extern "C" const outbox::sinks::PluginV1* outbox_sink_plugin_v1(void);
+// The relay loads it by name (outbox.configure_sink('<name>', options)), so outbox.so
+// itself links no client library. The built-in sinks (null, kafka) use the same mechanism
+// as a third-party one.
+//
+// Threads: a sink may start threads (librdkafka does). The relay blocks signals while it
+// calls PluginV1::create, and calls every method from its own (the backend's) thread only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace outbox::sinks {
+
+// One event as the relay hands it over. The views stay valid for the duration of send().
+struct Message {
+  std::string_view id;             // the event id (UUID text): stable across retries and replays
+  std::string_view aggregatetype;  // routes to a topic / subject
+  std::string_view aggregateid;    // the message key: order is kept per key
+  std::string_view type;           // the event type, sent as a header
+  std::string_view payload;        // JSON text
+  std::vector<std::pair<std::string_view, std::string_view>> headers;  // the event's own
+  std::int64_t created_at_unix_us = 0;
+};
+
+enum class Delivery {
+  kAcked,        // the broker has it; the relay marks the event published
+  kUnavailable,  // sink-wide trouble (broker down, timeout): retry later, no attempt burned
+  kRejected,     // this message was refused (too large, invalid): counts as an attempt
+};
+
+struct Outcome {
+  Delivery delivery = Delivery::kUnavailable;
+  std::string error;  // empty when acked; never contains credentials
+};
+
+// Options as set with outbox.configure_sink(): a flat JSON object, values as text.
+using Options = std::vector<std::pair<std::string, std::string>>;
+
+// Bad options: the relay reports it and does not retry until the configuration changes.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Sink {
+ public:
+  virtual ~Sink() = default;
+
+  // Sends every message and waits until each is acknowledged or has failed, for at most
+  // `timeout`. Sets outcomes[i] for messages[i] (outcomes is resized by the caller).
+  // Messages with the same key are delivered in the order given. Per-message failures go
+  // into outcomes; an exception means the whole batch failed as kUnavailable.
+  virtual void send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
+                    std::chrono::milliseconds timeout) = 0;
+
+  // False once the sink cannot recover by itself (e.g. a librdkafka fatal error): the relay
+  // then destroys it and creates a new one after a back-off.
+  virtual bool usable() const { return true; }
+
+  // One line for logs and outbox.status: what it sends to, never credentials.
+  virtual std::string describe() const = 0;
+};
+
+inline constexpr int kAbiVersion = 1;
+
+struct PluginV1 {
+  int abi_version;  // kAbiVersion of the header the plugin was built with
+  const char* name;
+  // Creates a sink; throws ConfigError for bad options, std::exception otherwise.
+  std::unique_ptr<Sink> (*create)(const Options& options);
+};
+
+}  // namespace outbox::sinks
+
+extern "C" {
+// The symbol every sink library exports.
+typedef const outbox::sinks::PluginV1* (*outbox_sink_plugin_v1_fn)(void);
+}
