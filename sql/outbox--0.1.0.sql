@@ -254,6 +254,127 @@ $$;
 COMMENT ON FUNCTION outbox.rotate() IS
   'Makes future partitions and drops those past outbox.retention that hold no unpublished event.';
 
+-- The relay's sink, per database: which sink library and its options (which may hold
+-- credentials). Readable only by its owner; not by PUBLIC nor pg_monitor.
+CREATE TABLE outbox.sink_config (
+    singleton  boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
+    sink       text        NOT NULL,
+    options    jsonb       NOT NULL DEFAULT '{}',
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+SELECT pg_catalog.pg_extension_config_dump('outbox.sink_config', '');
+
+-- Checks the sink library and its options (it creates the sink once and closes it), stores
+-- them, and tells the relay to pick them up at commit: no restart needed.
+CREATE FUNCTION outbox._check_sink(sink text, options jsonb)
+RETURNS text
+AS 'MODULE_PATHNAME', 'outbox_check_sink'
+LANGUAGE C VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION outbox._notify_relay()
+RETURNS void
+AS 'MODULE_PATHNAME', 'outbox_notify_relay'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION outbox.configure_sink(sink text, options jsonb DEFAULT '{}')
+RETURNS text
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_description text;
+BEGIN
+    IF sink IS NULL OR options IS NULL THEN
+        RAISE EXCEPTION 'outbox.configure_sink: sink and options must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    v_description := outbox._check_sink(sink, options);
+    INSERT INTO outbox.sink_config AS c (sink, options)
+    VALUES (sink, options)
+    ON CONFLICT (singleton) DO UPDATE
+       SET sink = excluded.sink, options = excluded.options, updated_at = now();
+    PERFORM outbox._notify_relay();
+    RETURN v_description;
+END
+$$;
+COMMENT ON FUNCTION outbox.configure_sink(text, jsonb) IS
+  'Sets the relay''s sink (null, kafka, or a third-party outbox_sink_<name>.so) and its options.';
+
+-- Per-worker counters from shared memory (empty when outbox is not preloaded).
+CREATE FUNCTION outbox._workers(
+    OUT worker int, OUT pid int, OUT state text, OUT sink text,
+    OUT batches bigint, OUT events_sent bigint, OUT events_failed bigint,
+    OUT events_dead bigint, OUT last_error text, OUT last_error_at timestamptz,
+    OUT last_success_at timestamptz, OUT backoff_until timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'outbox_workers'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+-- What an operator watches. The lag is what is still unpublished and how old it is, not
+-- max(id) - last_id (which reads zero while events are being lost).
+CREATE VIEW outbox.status AS
+SELECT w.worker, w.pid, w.state, w.sink, w.batches, w.events_sent, w.events_failed,
+       w.events_dead, w.last_error, w.last_error_at, w.last_success_at, w.backoff_until,
+       q.unpublished, q.oldest_unpublished_age, q.dead_lettered
+  FROM (SELECT count(*) FILTER (WHERE e.dead_at IS NULL) AS unpublished,
+               now() - min(e.created_at) FILTER (WHERE e.dead_at IS NULL) AS oldest_unpublished_age,
+               count(*) FILTER (WHERE e.dead_at IS NOT NULL) AS dead_lettered
+          FROM outbox.events e WHERE e.published_at IS NULL) q
+  LEFT JOIN outbox._workers() w ON true;
+COMMENT ON VIEW outbox.status IS
+  'One row per relay worker, with the queue''s lag: unpublished events and the age of the oldest.';
+
+-- Dead letters: events the sink rejected outbox.max_attempts times. They stay in the table
+-- (and keep their partition) until requeued or published.
+CREATE VIEW outbox.dead_letters AS
+SELECT e.id, e.seq, e.aggregatetype, e.aggregateid, e.type, e.created_at, e.attempts,
+       e.last_error, e.dead_at
+  FROM outbox.events e
+ WHERE e.published_at IS NULL AND e.dead_at IS NOT NULL;
+
+CREATE FUNCTION outbox.requeue(event_id uuid)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_found boolean;
+BEGIN
+    UPDATE outbox.events
+       SET dead_at = NULL, attempts = 0, next_attempt_at = NULL
+     WHERE id = event_id AND published_at IS NULL;
+    v_found := FOUND;
+    PERFORM outbox._notify_relay();
+    RETURN v_found;
+END
+$$;
+COMMENT ON FUNCTION outbox.requeue(uuid) IS
+  'Sends a dead-lettered (or waiting) event again: clears dead_at, attempts and the retry time.';
+
+CREATE FUNCTION outbox.requeue_dead()
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_count bigint;
+BEGIN
+    UPDATE outbox.events
+       SET dead_at = NULL, attempts = 0, next_attempt_at = NULL
+     WHERE published_at IS NULL AND dead_at IS NOT NULL;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    PERFORM outbox._notify_relay();
+    RETURN v_count;
+END
+$$;
+COMMENT ON FUNCTION outbox.requeue_dead() IS 'Requeues every dead-lettered event.';
+
 -- Least privilege: nothing is callable by PUBLIC. See the README for the GRANTs.
 REVOKE ALL ON FUNCTION outbox.enqueue(text, text, text, jsonb, jsonb, uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox.enqueue_batch(jsonb) FROM PUBLIC;
@@ -261,8 +382,18 @@ REVOKE ALL ON FUNCTION outbox.rotate() FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox._partition_settings() FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox._create_partition(timestamptz, timestamptz) FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox._bucket_start(timestamptz, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._check_sink(text, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._notify_relay() FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox.configure_sink(text, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._workers() FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox.requeue(uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox.requeue_dead() FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA outbox FROM PUBLIC;
 REVOKE ALL ON SEQUENCE outbox.events_seq FROM PUBLIC;
+-- Monitoring roles see the relay's state and lag, not events nor sink credentials.
+GRANT USAGE ON SCHEMA outbox TO pg_monitor;
+GRANT SELECT ON outbox.status TO pg_monitor;
+GRANT EXECUTE ON FUNCTION outbox._workers() TO pg_monitor;
 
 -- The first partitions, so that enqueue works at once. They are made by the same function
 -- as later ones, and then released from the extension so that rotation can drop them.

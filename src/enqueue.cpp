@@ -14,6 +14,7 @@
 #include "core/event_rules.hpp"
 #include "core/uuid7.hpp"
 #include "pg/boundary.hpp"
+#include "pg/relay_shmem.hpp"
 #include "pg/settings.hpp"
 
 extern "C" {
@@ -226,6 +227,7 @@ Datum insert_event(const char* function, const EventDatums& e) {
     int rc = SPI_execute_plan(state.insert_plan, values, nulls, false, 0);
     if (rc != SPI_OK_INSERT) elog(ERROR, "outbox: insert failed: %s", SPI_result_code_string(rc));
   });
+  relay_wake_at_commit(false);
   return id;
 }
 

@@ -10,6 +10,15 @@ Settings settings = {
     /* retention_s */ 7 * 24 * 60 * 60,
     /* premake */ 4,
     /* rotate_lock_timeout_ms */ 100,
+    /* database */ nullptr,
+    /* workers */ 1,
+    /* batch_size */ 1000,
+    /* batch_max_bytes */ 16 * 1024 * 1024,
+    /* poll_interval_ms */ 1000,
+    /* send_timeout_ms */ 30 * 1000,
+    /* max_attempts */ 10,
+    /* retry_backoff_min_ms */ 100,
+    /* retry_backoff_max_ms */ 60 * 1000,
 };
 
 void define_settings() {
@@ -42,6 +51,53 @@ void define_settings() {
       "NOWAIT: never queue, try once.",
       &settings.rotate_lock_timeout_ms, settings.rotate_lock_timeout_ms, 0, 60 * 1000, PGC_SUSET,
       GUC_UNIT_MS, nullptr, nullptr, nullptr);
+
+  DefineCustomStringVariable(
+      "outbox.database", "Database the relay works in.",
+      "The relay reads outbox.events and outbox.sink_config there. Needs a restart.",
+      &settings.database, "postgres", PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("outbox.workers", "Number of relay background workers.",
+                          "Order per key holds only with one worker. 0 disables the relay. "
+                          "Needs a restart.",
+                          &settings.workers, settings.workers, 0, 32, PGC_POSTMASTER, 0, nullptr,
+                          nullptr, nullptr);
+  DefineCustomIntVariable(
+      "outbox.batch_size", "Most events the relay sends in one batch (one transaction).",
+      "Bigger batches cost fewer commits: the article measured 1.6k rows/s at 1 and 105k at "
+      "1000.",
+      &settings.batch_size, settings.batch_size, 1, 100000, PGC_SIGHUP, 0, nullptr, nullptr,
+      nullptr);
+  DefineCustomIntVariable(
+      "outbox.batch_max_bytes", "Most payload bytes the relay holds in one batch.",
+      "A batch ends at outbox.batch_size events or at this many bytes, whichever comes first; "
+      "it bounds the relay's memory.",
+      &settings.batch_max_bytes, settings.batch_max_bytes, 1024, MaxAllocSize - 1, PGC_SIGHUP,
+      GUC_UNIT_BYTE, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "outbox.poll_interval", "How often an idle relay looks for work without being woken.",
+      "Commits that enqueued wake the relay at once; this poll is the fallback (and what "
+      "picks up retries whose time has come).",
+      &settings.poll_interval_ms, settings.poll_interval_ms, 10, 3600 * 1000, PGC_SIGHUP,
+      GUC_UNIT_MS, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "outbox.send_timeout", "How long the relay waits for the sink to acknowledge a batch.",
+      "Unacknowledged events count as a sink outage and are sent again after a back-off.",
+      &settings.send_timeout_ms, settings.send_timeout_ms, 100, 3600 * 1000, PGC_SIGHUP,
+      GUC_UNIT_MS, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "outbox.max_attempts", "Rejections after which an event is dead-lettered.",
+      "Only per-event rejections count (message too large, refused); a broker outage does "
+      "not burn attempts.",
+      &settings.max_attempts, settings.max_attempts, 1, 1000000, PGC_SIGHUP, 0, nullptr,
+      nullptr, nullptr);
+  DefineCustomIntVariable("outbox.retry_backoff_min", "First back-off after a failure.", nullptr,
+                          &settings.retry_backoff_min_ms, settings.retry_backoff_min_ms, 1,
+                          3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "outbox.retry_backoff_max", "Longest back-off after repeated failures.",
+      "Back-off doubles from outbox.retry_backoff_min up to this, with random jitter.",
+      &settings.retry_backoff_max_ms, settings.retry_backoff_max_ms, 1, 24 * 3600 * 1000,
+      PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr, nullptr);
 
 #if PG_VERSION_NUM >= 150000
   MarkGUCPrefixReserved("outbox");

@@ -9,6 +9,16 @@ struct Settings {
   int retention_s;
   int premake;
   int rotate_lock_timeout_ms;
+  // Relay (background workers; need shared_preload_libraries).
+  char* database;
+  int workers;
+  int batch_size;
+  int batch_max_bytes;
+  int poll_interval_ms;
+  int send_timeout_ms;
+  int max_attempts;
+  int retry_backoff_min_ms;
+  int retry_backoff_max_ms;
 };
 
 // Current values. Valid after define_settings().

@@ -1,0 +1,152 @@
+#include "pg/sink_loader.hpp"
+
+#include <dlfcn.h>
+#include <signal.h>
+
+#include "pg/boundary.hpp"
+
+namespace outbox::pg {
+namespace {
+
+struct RawOption {
+  char* key;
+  char* value;
+};
+
+struct RawOptions {
+  int count;
+  RawOption* items;
+  bool not_object;
+  char* bad_key;  // a key whose value is an object, array or null
+};
+
+// Blocks every signal for its lifetime: threads that a client library starts inherit the
+// mask, so PostgreSQL's signal handlers keep running on the backend's own thread only.
+class SignalsBlocked {
+ public:
+  SignalsBlocked() {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &saved_);
+  }
+  ~SignalsBlocked() { pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+  SignalsBlocked(const SignalsBlocked&) = delete;
+  SignalsBlocked& operator=(const SignalsBlocked&) = delete;
+
+ private:
+  sigset_t saved_;
+};
+
+bool valid_sink_name(const std::string& name) {
+  if (name.empty() || name.size() > 63) return false;
+  for (char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+sinks::Options sink_options_from_jsonb(const char* function, Jsonb* options) {
+  RawOptions raw = guard([&]() -> RawOptions {
+    RawOptions out{};
+    if (!JB_ROOT_IS_OBJECT(options)) {
+      out.not_object = true;
+      return out;
+    }
+    out.items = static_cast<RawOption*>(palloc0(sizeof(RawOption) * (JB_ROOT_COUNT(options) + 1)));
+    JsonbIterator* it = JsonbIteratorInit(&options->root);
+    JsonbValue v;
+    JsonbIteratorToken token;
+    char* key = nullptr;
+    while ((token = JsonbIteratorNext(&it, &v, true)) != WJB_DONE) {
+      if (token == WJB_KEY) {
+        key = pnstrdup(v.val.string.val, v.val.string.len);
+      } else if (token == WJB_VALUE) {
+        char* value = nullptr;
+        if (v.type == jbvString) {
+          value = pnstrdup(v.val.string.val, v.val.string.len);
+        } else if (v.type == jbvNumeric) {
+          value = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric)));
+        } else if (v.type == jbvBool) {
+          value = pstrdup(v.val.boolean ? "true" : "false");
+        } else {
+          out.bad_key = key;
+          return out;
+        }
+        out.items[out.count++] = {key, value};
+      }
+    }
+    return out;
+  });
+  if (raw.not_object) {
+    throw Error(sqlstate::kInvalidParameterValue,
+                std::string(function) + ": options must be a JSON object",
+                {}, R"(For example '{"bootstrap.servers": "broker1:9092"}'.)");
+  }
+  if (raw.bad_key != nullptr) {
+    throw Error(sqlstate::kInvalidParameterValue,
+                std::string(function) + ": option \"" + raw.bad_key +
+                    "\" must be a string, number or boolean");
+  }
+  sinks::Options result;
+  result.reserve(raw.count);
+  for (int i = 0; i < raw.count; ++i) result.emplace_back(raw.items[i].key, raw.items[i].value);
+  return result;
+}
+
+std::unique_ptr<sinks::Sink> create_sink(const char* function, const std::string& name,
+                                         const sinks::Options& options) {
+  if (!valid_sink_name(name)) {
+    throw Error(sqlstate::kInvalidParameterValue,
+                std::string(function) + ": invalid sink name \"" + name + "\"", {},
+                "A sink name is lower-case letters, digits and underscores, such as kafka.");
+  }
+  // Sink libraries are plain C++ without PostgreSQL's magic block, so they are opened with
+  // dlopen rather than load_external_function. A library stays loaded for the process.
+  const std::string library = std::string(pkglib_path) + "/outbox_sink_" + name + ".so";
+  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    throw Error(sqlstate::kInvalidParameterValue,
+                std::string(function) + ": no sink named \"" + name + "\"",
+                why ? why : library,
+                "Built-in sinks are null and kafka. A third-party sink is a library "
+                "outbox_sink_<name>.so in PostgreSQL's $libdir.");
+  }
+  auto entry = reinterpret_cast<outbox_sink_plugin_v1_fn>(dlsym(handle, "outbox_sink_plugin_v1"));
+  if (entry == nullptr) {
+    throw Error(sqlstate::kInvalidParameterValue,
+                std::string(function) + ": " + library + " is not an outbox sink",
+                "It does not export outbox_sink_plugin_v1.");
+  }
+  const sinks::PluginV1* plugin = entry();
+  if (plugin == nullptr || plugin->abi_version != sinks::kAbiVersion) {
+    throw Error(sqlstate::kInvalidParameterValue,
+                std::string(function) + ": sink \"" + name + "\" was built for another outbox version",
+                "Plugin ABI " + std::to_string(plugin ? plugin->abi_version : -1) +
+                    ", this outbox expects " + std::to_string(sinks::kAbiVersion) + ".");
+  }
+  try {
+    SignalsBlocked blocked;
+    return plugin->create(options);
+  } catch (const sinks::ConfigError& e) {
+    throw Error(sqlstate::kInvalidParameterValue,
+                std::string(function) + ": invalid options for sink \"" + name + "\"", e.what());
+  }
+}
+
+}  // namespace outbox::pg
+
+// outbox._check_sink(sink, options): creates the sink once to check it; returns its
+// description (never credentials).
+OUTBOX_FUNCTION(outbox_check_sink) {
+  const char* function = "outbox.configure_sink";
+  std::string name = outbox::pg::guard([&] { return text_to_cstring(PG_GETARG_TEXT_PP(0)); });
+  Jsonb* options_json = outbox::pg::guard([&] { return PG_GETARG_JSONB_P(1); });
+  auto options = outbox::pg::sink_options_from_jsonb(function, options_json);
+  auto sink = outbox::pg::create_sink(function, name, options);
+  std::string description = sink->describe();
+  sink.reset();
+  return outbox::pg::guard([&] { return CStringGetTextDatum(description.c_str()); });
+}

@@ -1,0 +1,22 @@
+// Finds a sink by name in $libdir (outbox_sink_<name>.so), creates it with signals blocked,
+// and converts options from jsonb.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "pg/postgres.hpp"
+#include "sinks/sink.hpp"
+
+namespace outbox::pg {
+
+// A flat JSON object -> options; values that are numbers or booleans become their text.
+// Throws outbox::Error 22023 for anything else. `function` prefixes error messages.
+sinks::Options sink_options_from_jsonb(const char* function, Jsonb* options);
+
+// Loads the sink library and creates the sink. Throws outbox::Error 22023 for an unknown
+// sink name or options the sink refuses.
+std::unique_ptr<sinks::Sink> create_sink(const char* function, const std::string& name,
+                                         const sinks::Options& options);
+
+}  // namespace outbox::pg

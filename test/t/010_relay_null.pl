@@ -1,0 +1,135 @@
+# The relay with the null sink: delivery, wake at commit, the late-commit trap, dead letters,
+# status, reload. Event ids are compared as sets.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('relay');
+$node->init;
+$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'outbox'
+outbox.database = 'postgres'
+outbox.poll_interval = '200ms'
+outbox.retry_backoff_min = '10ms'
+outbox.retry_backoff_max = '200ms'
+});
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION outbox;');
+
+sub ids {
+	my ($sql) = @_;
+	return [ sort split /\n/, $node->safe_psql('postgres', $sql) ];
+}
+
+sub wait_published {
+	my ($where, $what) = @_;
+	ok( $node->poll_query_until('postgres',
+			"SELECT count(*) = 0 FROM outbox.events WHERE published_at IS NULL AND ($where)"),
+		$what);
+}
+
+# Before a sink is configured the relay waits, and says so.
+ok($node->poll_query_until('postgres', q{SELECT state = 'unconfigured' FROM outbox.status}),
+	'an unconfigured relay says so in outbox.status');
+my $pg_monitor = $node->safe_psql('postgres',
+	q{CREATE ROLE watcher LOGIN IN ROLE pg_monitor; SET ROLE watcher; SELECT count(*) FROM outbox.status});
+is($pg_monitor, '1', 'pg_monitor can read outbox.status');
+my ($rc, $out, $err) = $node->psql('postgres',
+	q{SET ROLE watcher; SELECT * FROM outbox.sink_config});
+like($err, qr/permission denied/, 'pg_monitor cannot read the sink configuration');
+
+is($node->safe_psql('postgres', q{SELECT outbox.configure_sink('null')}), 'null', 'configure the null sink');
+
+# Delivery: every committed event is published; rolled-back ones never exist.
+my @enqueued;
+for my $i (1 .. 50) {
+	push @enqueued, $node->safe_psql('postgres', qq{SELECT outbox.enqueue('order', '$i', 'OrderCreated', '{}')});
+}
+$node->safe_psql('postgres', q{BEGIN; SELECT outbox.enqueue('order', 'rb', 'OrderCreated', '{}'); ROLLBACK;});
+wait_published('true', 'all committed events published');
+is_deeply(ids(q{SELECT id FROM outbox.events WHERE published_at IS NOT NULL}),
+	[ sort @enqueued ], 'the published ids are exactly the enqueued ids');
+
+# The trap: a transaction that enqueued early and commits late must still be delivered.
+my $late = $node->background_psql('postgres');
+my $late_id = $late->query_safe(q{BEGIN; SELECT outbox.enqueue('order', 'late', 'OrderCreated', '{}');});
+chomp $late_id;
+$late_id =~ s/.*\n//s;
+my @after;
+for my $i (1 .. 20) {
+	push @after, $node->safe_psql('postgres', qq{SELECT outbox.enqueue('order', 'after$i', 'OrderCreated', '{}')});
+}
+wait_published(q{aggregateid LIKE 'after%'}, 'later transactions are delivered while the early one is open');
+my ($late_seq, $max_seq) = split /\|/, $node->safe_psql('postgres',
+	qq{SELECT (SELECT seq FROM outbox.events WHERE aggregateid LIKE 'after%' ORDER BY seq LIMIT 1), max(seq) FROM outbox.events});
+$late->query_safe('COMMIT');
+$late->quit;
+wait_published(q{aggregateid = 'late'}, 'the late commit is delivered too');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.events WHERE aggregateid = 'late' AND published_at IS NOT NULL}),
+	'1', 'exactly the late event');
+ok($node->safe_psql('postgres', q{SELECT seq FROM outbox.events WHERE aggregateid = 'late'}) < $late_seq,
+	'its seq is below events that were published before it (the id > last_id relay would lose it)');
+
+# Wake at commit: with the fallback poll at one hour, a commit is still delivered at once.
+$node->safe_psql('postgres', q{ALTER SYSTEM SET outbox.poll_interval = '1h'; SELECT pg_reload_conf();});
+sleep 1;
+$node->safe_psql('postgres', q{SELECT outbox.enqueue('order', 'wake', 'OrderCreated', '{}')});
+my $latency = $node->safe_psql('postgres', q{
+  DO $$ BEGIN
+    FOR i IN 1 .. 500 LOOP
+      EXIT WHEN EXISTS (SELECT 1 FROM outbox.events WHERE aggregateid = 'wake' AND published_at IS NOT NULL);
+      PERFORM pg_sleep(0.01);
+    END LOOP;
+  END $$;
+  SELECT published_at IS NOT NULL FROM outbox.events WHERE aggregateid = 'wake'});
+is($latency, 't', 'woken at commit, not by the poll');
+$node->safe_psql('postgres', q{ALTER SYSTEM SET outbox.poll_interval = '200ms'; SELECT pg_reload_conf();});
+
+# Dead letters: a sink that rejects every message. After max_attempts the event is kept and
+# visible; requeue sends it again. (That neighbours keep flowing past a rejected event is
+# shown with Kafka's size limit in 011_relay_kafka.pl.)
+$node->safe_psql('postgres', q{ALTER SYSTEM SET outbox.max_attempts = 3; SELECT pg_reload_conf();});
+$node->safe_psql('postgres', q{SELECT outbox.configure_sink('null', '{"fail_every": 1}')});
+my @mixed;
+for my $i (1 .. 10) {
+	push @mixed, $node->safe_psql('postgres', qq{SELECT outbox.enqueue('mixed', '$i', 'T', '{}')});
+}
+ok( $node->poll_query_until('postgres',
+		q{SELECT count(*) = 0 FROM outbox.events WHERE aggregatetype = 'mixed' AND published_at IS NULL AND dead_at IS NULL}),
+	'every event is either published or dead-lettered');
+my $dead = $node->safe_psql('postgres', q{SELECT count(*) FROM outbox.dead_letters});
+is($dead, 10, 'all rejected events are dead-lettered');
+is($node->safe_psql('postgres', q{SELECT bool_and(attempts = 3 AND last_error IS NOT NULL) FROM outbox.dead_letters}),
+	't', 'a dead letter records its attempts and last error');
+ok($node->safe_psql('postgres', q{SELECT events_dead FROM outbox.status}) >= $dead, 'status counts dead letters');
+is($node->safe_psql('postgres', q{SELECT dead_lettered FROM outbox.status}), $dead, 'status shows them');
+$node->safe_psql('postgres', q{SELECT outbox.configure_sink('null')});
+is($node->safe_psql('postgres', q{SELECT outbox.requeue_dead()}), $dead, 'requeue_dead requeues them all');
+wait_published(q{aggregatetype = 'mixed'}, 'requeued events are delivered');
+is_deeply(ids(q{SELECT id FROM outbox.events WHERE aggregatetype = 'mixed' AND published_at IS NOT NULL}),
+	[ sort @mixed ], 'every mixed event is published in the end');
+
+# Bad configuration is refused with a clear error, and the running sink is kept.
+($rc, $out, $err) = $node->psql('postgres', q{SELECT outbox.configure_sink('nope')});
+like($err, qr/no sink named "nope"/, 'unknown sink refused');
+($rc, $out, $err) = $node->psql('postgres', q{SELECT outbox.configure_sink('null', '{"bogus": 1}')});
+like($err, qr/invalid options for sink "null"/, 'bad options refused');
+($rc, $out, $err) = $node->psql('postgres', q{SELECT outbox.configure_sink('../../etc/x')});
+like($err, qr/invalid sink name/, 'a path is not a sink name');
+is($node->safe_psql('postgres', q{SELECT sink FROM outbox.sink_config}), 'null', 'the good configuration stays');
+
+# Observability.
+my $status = $node->safe_psql('postgres',
+	q{SELECT state, sink, events_sent > 0, unpublished, last_success_at IS NOT NULL FROM outbox.status});
+is($status, 'idle|null|t|0|t', 'outbox.status shows the worker and the lag');
+is($node->safe_psql('postgres',
+		q{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'outbox relay' AND application_name = 'outbox relay'}),
+	'1', 'the relay appears in pg_stat_activity');
+is($node->safe_psql('postgres',
+		q{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'outbox relay' AND state LIKE 'idle in transaction%'}),
+	'0', 'the idle relay holds no transaction open');
+
+$node->stop;
+done_testing();
