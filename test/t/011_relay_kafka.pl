@@ -1,0 +1,189 @@
+# The relay with the Kafka sink, against librdkafka's mock cluster (a real Kafka protocol
+# endpoint on 127.0.0.1, started here), read back by an independent consumer (kcat).
+# Faults: request errors, all brokers down and up, a fatal producer error, a message the
+# broker refuses. Under each, every event arrives (compared as sets of event ids), no
+# attempt is burned by an outage, and the server is never restarted.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IPC::Run;
+use Time::HiRes qw(usleep);
+
+my $mock_bin = $ENV{OUTBOX_KAFKA_MOCK} // 'tools/outbox_kafka_mock';
+plan skip_all => "no $mock_bin" unless -x $mock_bin;
+
+# --- the mock cluster
+my ($mock_in, $mock_out) = ('', '');
+my $mock = IPC::Run::start([$mock_bin, '3'], '<', \$mock_in, '>', \$mock_out, '2>', '/dev/null',
+	IPC::Run::timeout(600));
+$mock->pump until $mock_out =~ /\n/;
+my ($bootstrap) = $mock_out =~ /^(\S+)\n/;
+$mock_out = '';
+ok($bootstrap, "mock cluster at $bootstrap");
+
+sub mock {
+	my ($command) = @_;
+	$mock_in .= "$command\n";
+	$mock->pump until $mock_out =~ /\n/;
+	my $answer = $mock_out;
+	$mock_out = '';
+	chomp $answer;
+	is($answer, 'ok', "mock: $command");
+}
+
+# Everything in a topic, as [partition, key, headers, payload] rows.
+sub consume {
+	my ($topic) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run(
+		[ 'kcat', '-b', $bootstrap, '-C', '-t', $topic, '-o', 'beginning', '-e', '-q',
+		  '-f', '%p\t%k\t%h\t%s\n' ],
+		'>', \$out, '2>', \$err, IPC::Run::timeout(60));
+	return [ map { [ split /\t/, $_, 4 ] } grep { length } split /\n/, $out ];
+}
+
+sub header {
+	my ($headers, $name) = @_;
+	for my $kv (split /,/, $headers) {
+		my ($k, $v) = split /=/, $kv, 2;
+		return $v if $k eq $name;
+	}
+	return undef;
+}
+
+# --- the server
+my $node = PostgreSQL::Test::Cluster->new('kafka');
+$node->init;
+$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'outbox'
+outbox.database = 'postgres'
+outbox.poll_interval = '200ms'
+outbox.send_timeout = '3s'
+outbox.retry_backoff_min = '50ms'
+outbox.retry_backoff_max = '500ms'
+outbox.max_attempts = 2
+});
+$node->start;
+my $started = $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
+$node->safe_psql('postgres', 'CREATE EXTENSION outbox;');
+my $description = $node->safe_psql('postgres',
+	qq{SELECT outbox.configure_sink('kafka', '{"bootstrap.servers": "$bootstrap", "linger.ms": 5}')});
+like($description, qr/kafka/, "configured: $description");
+
+# A session that must survive every fault below (a relay dying by signal would end it).
+my $bystander = $node->background_psql('postgres');
+my $bystander_pid = $bystander->query_safe('SELECT pg_backend_pid()');
+
+my %enqueued;    # id -> [key, n]
+my %per_key;
+sub enqueue_orders {
+	my ($count, $tag) = @_;
+	for my $i (1 .. $count) {
+		my $key = 'k' . ($i % 7);
+		my $n = ++$per_key{$key};
+		my $id = $node->safe_psql('postgres',
+			qq{SELECT outbox.enqueue('order', '$key', 'OrderCreated', '{"n": $n, "tag": "$tag"}', '{"tenant": "t1"}')});
+		$enqueued{$id} = [ $key, $n ];
+	}
+}
+
+sub wait_all_published {
+	my ($what) = @_;
+	ok( $node->poll_query_until('postgres',
+			q{SELECT count(*) = 0 FROM outbox.events WHERE published_at IS NULL AND dead_at IS NULL}),
+		$what);
+}
+
+# Checks the topic against every event enqueued so far: same id set, one partition per
+# key, per-key order, headers and payload. Duplicates are allowed (at-least-once).
+sub check_topic {
+	my ($what) = @_;
+	my $rows = consume('outbox.event.order');
+	my (%seen, %partition_of, %last_n, $order_ok, $headers_ok);
+	$order_ok = $headers_ok = 1;
+	for my $r (@$rows) {
+		my ($partition, $key, $headers, $payload) = @$r;
+		my $id = header($headers, 'id') // '';
+		$seen{$id}++;
+		$headers_ok = 0 unless (header($headers, 'type') // '') eq 'OrderCreated'
+		  && (header($headers, 'tenant') // '') eq 't1';
+		$partition_of{$key}{$partition} = 1;
+		my ($n) = $payload =~ /"n": (\d+)/;
+		# Order per key: a number may repeat (a duplicate), never go back past one not seen.
+		$order_ok = 0 if defined $last_n{$key} && $n < $last_n{$key} && !$seen{$id} > 1;
+		$last_n{$key} = $n if !defined $last_n{$key} || $n > $last_n{$key};
+	}
+	my @missing = grep { !$seen{$_} } keys %enqueued;
+	my @unknown = grep { !$enqueued{$_} } keys %seen;
+	is(scalar(@missing), 0, "$what: every enqueued id is in the topic") or diag("missing @missing[0..2]");
+	is(scalar(@unknown), 0, "$what: nothing else is in the topic");
+	is(scalar(grep { keys %{ $partition_of{$_} } != 1 } keys %partition_of), 0,
+		"$what: each key in exactly one partition");
+	ok($headers_ok, "$what: headers id, type and the event's own");
+	return scalar(@$rows);
+}
+
+# 1. Plain delivery.
+enqueue_orders(140, 'plain');
+wait_all_published('plain: all published');
+my $count = check_topic('plain');
+is($count, 140, 'plain: no duplicates without faults');
+my $partitions = () = do { my %p = map { $_->[0] => 1 } @{ consume('outbox.event.order') }; keys %p };
+ok($partitions > 1, "keys spread over $partitions partitions");
+
+# 2. Transient request errors: librdkafka retries, the relay may back off; all arrive.
+mock('errors Produce 6 NOT_ENOUGH_REPLICAS');
+enqueue_orders(35, 'transient');
+wait_all_published('transient errors: all published');
+check_topic('transient errors');
+
+# 3. Every broker down mid-stream: the relay backs off without burning attempts, then
+#    delivers everything once the brokers are back.
+mock('down -1');
+enqueue_orders(35, 'outage');
+ok( $node->poll_query_until('postgres', q{SELECT state = 'backoff' AND last_error LIKE 'sink unavailable%' FROM outbox.status}),
+	'outage: the relay backs off and says why');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.events WHERE payload->>'tag' = 'outage' AND published_at IS NOT NULL}),
+	'0', 'outage: nothing is marked published while the brokers are down');
+mock('up -1');
+wait_all_published('outage: all published after the brokers return');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.events WHERE attempts > 0}),
+	'0', 'outage: no attempt was burned');
+check_topic('outage');
+
+# 4. A message the broker refuses (larger than message.max.bytes): it is dead-lettered after
+#    max_attempts, and its neighbours, same key included, keep flowing.
+$node->safe_psql('postgres',
+	qq{SELECT outbox.configure_sink('kafka', '{"bootstrap.servers": "$bootstrap", "message.max.bytes": 10000}')});
+my $big = $node->safe_psql('postgres',
+	q{SELECT outbox.enqueue('order', 'k1', 'OrderCreated', jsonb_build_object('n', 0, 'blob', repeat('x', 20000)), '{"tenant": "t1"}')});
+enqueue_orders(14, 'after-big');
+ok( $node->poll_query_until('postgres', qq{SELECT dead_at IS NOT NULL FROM outbox.events WHERE id = '$big'}),
+	'too large: dead-lettered');
+is($node->safe_psql('postgres', qq{SELECT attempts || ' ' || (last_error LIKE '%too large%' OR last_error LIKE '%TOO_LARGE%') FROM outbox.events WHERE id = '$big'}),
+	'2 true', 'too large: attempts and the reason are recorded')
+  or diag($node->safe_psql('postgres', qq{SELECT last_error FROM outbox.events WHERE id = '$big'}));
+wait_all_published('too large: the neighbours are published');
+check_topic('too large');
+
+# 5. A fatal producer error (the idempotent producer's sequence is broken): the sink is
+#    recreated, the server is not restarted, everything arrives.
+mock('errors Produce 1 OUT_OF_ORDER_SEQUENCE_NUMBER');
+enqueue_orders(21, 'fatal');
+wait_all_published('fatal error: all published');
+check_topic('fatal error');
+
+# The server never restarted, and the bystander session is still there.
+is($node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()'), $started, 'the postmaster never restarted');
+is($bystander->query_safe('SELECT pg_backend_pid()'), $bystander_pid, 'other sessions were not disturbed');
+$bystander->quit;
+
+my $status = $node->safe_psql('postgres', q{SELECT state, unpublished, dead_lettered FROM outbox.status});
+is($status, 'idle|0|1', 'status: idle, nothing waiting, one dead letter');
+
+$node->stop;
+$mock_in .= "quit\n";
+$mock->finish;
+done_testing();
