@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job, end to end, on a throwaway cluster: install what is missing, build and
-# install the extension, then enqueue events in business transactions, show them, and
-# rotate the partitions. Run as root on Debian 12:
+# install the extension, start a Kafka mock cluster (librdkafka's, on 127.0.0.1: no Kafka
+# broker exists for this machine), enqueue events in business transactions, let the relay
+# deliver them, read them back with kcat, print outbox.status, and rotate. Run as root on
+# Debian 12:
 #   bash scripts/demo.sh
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,14 +15,26 @@ make -s -j"$(nproc)"
 make -s install >/dev/null
 
 work=$(make_workdir)
-trap 'stop_cluster "$work"; rm -rf "$work"' EXIT
+# The Kafka mock cluster: prints its bootstrap servers, then runs until its stdin closes.
+mkfifo "$work/mock.in"
+test/tools/outbox_kafka_mock 1 <"$work/mock.in" >"$work/mock.out" 2>"$work/mock.log" &
+mock_pid=$!
+exec 3>"$work/mock.in"
+trap 'stop_cluster "$work"; exec 3>&-; wait $mock_pid 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 100); do [ -s "$work/mock.out" ] && break; sleep 0.1; done
+bootstrap=$(head -1 "$work/mock.out")
+echo "outbox demo: Kafka mock cluster at $bootstrap"
+
 port=${OUTBOX_DEMO_PORT:-55432}
-start_cluster "$work" "$port"
+start_cluster "$work" "$port" "shared_preload_libraries = 'outbox'" "outbox.database = 'postgres'" 3>&-
 echo "outbox demo: PostgreSQL $(pg_config --version | awk '{print $2}') on 127.0.0.1:$port ($work)"
 
-as_postgres psql -X -h "$work" -p "$port" -U postgres -v ON_ERROR_STOP=1 <<'SQL'
-\echo '--- install'
+psql_demo() { as_postgres psql -X -h "$work" -p "$port" -U postgres -v ON_ERROR_STOP=1 "$@"; }
+
+psql_demo -v bootstrap="$bootstrap" <<'SQL'
+\echo '--- install, and point the relay at Kafka'
 CREATE EXTENSION outbox;
+SELECT outbox.configure_sink('kafka', jsonb_build_object('bootstrap.servers', :'bootstrap'));
 CREATE TABLE orders (id bigint PRIMARY KEY, customer text NOT NULL, total numeric NOT NULL);
 
 \echo '--- an application role that may only enqueue (the README grant)'
@@ -62,9 +76,25 @@ SELECT outbox.enqueue('order', '3', 'OrderCreated', '{}', '{"retries": 3}');
 \set VERBOSITY default
 RESET ROLE;
 
-\echo '--- the events, in insert order (what the relay will send)'
-SELECT seq, id, aggregatetype, aggregateid, type, payload, headers, published_at
+\echo '--- the relay was woken at each commit and delivered the events'
+DO $$ BEGIN
+  WHILE EXISTS (SELECT 1 FROM outbox.events WHERE published_at IS NULL) LOOP PERFORM pg_sleep(0.05); END LOOP;
+END $$;
+SELECT seq, id, aggregatetype, aggregateid, type, published_at - created_at AS delivered_after
   FROM outbox.events ORDER BY seq;
+SQL
+
+echo "--- read back from Kafka by an independent consumer (kcat): topic, partition, key, headers, value"
+for topic in outbox.event.order outbox.event.customer; do
+  kcat -b "$bootstrap" -C -t "$topic" -o beginning -e -q \
+    -f '%t [%p] key=%k headers=%h\n    %s\n'
+done
+
+psql_demo <<'SQL'
+\echo '--- outbox.status: the relay, and the lag (unpublished count and age of the oldest)'
+\x on
+SELECT * FROM outbox.status;
+\x off
 
 \echo '--- partitions, and one rotation (pg_cron would run it every 10 minutes)'
 SELECT name, lower_bound, upper_bound FROM outbox.partitions ORDER BY lower_bound;

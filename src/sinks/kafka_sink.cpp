@@ -1,0 +1,377 @@
+#include "sinks/kafka_sink.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <string_view>
+
+namespace outbox::sinks {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::string_view kTopicTemplateOption = "topic.template";
+constexpr std::string_view kTimestampOption = "timestamp";
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+// Option names whose values describe() must never show (and whose values no error message
+// repeats).
+bool is_sensitive(std::string_view name) {
+  const std::string n = lower(name);
+  for (const char* word : {"password", "secret", "key", "token", "credential", "jaas",
+                           "sasl.username", "sasl.oauthbearer.config"}) {
+    if (n.find(word) != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::string error_text(rd_kafka_resp_err_t err, const char* detail = nullptr) {
+  std::string out = detail != nullptr && *detail != '\0' ? detail : rd_kafka_err2str(err);
+  out += " (";
+  out += rd_kafka_err2name(err);
+  out += ")";
+  return out;
+}
+
+std::string conf_value(rd_kafka_conf_t* conf, const char* name) {
+  char buf[512];
+  size_t size = sizeof buf;
+  if (rd_kafka_conf_get(conf, name, buf, &size) != RD_KAFKA_CONF_OK) return {};
+  return buf;
+}
+
+struct ConfDeleter {
+  void operator()(rd_kafka_conf_t* conf) const { rd_kafka_conf_destroy(conf); }
+};
+
+void set(rd_kafka_conf_t* conf, const std::string& name, const std::string& value) {
+  char errstr[512];
+  if (rd_kafka_conf_set(conf, name.c_str(), value.c_str(), errstr, sizeof errstr) !=
+      RD_KAFKA_CONF_OK) {
+    if (is_sensitive(name)) {
+      throw ConfigError("kafka sink: option \"" + name + "\" was refused by librdkafka");
+    }
+    throw ConfigError("kafka sink: option \"" + name + "\": " + errstr);
+  }
+}
+
+std::string shown(const std::string& value) {
+  if (!value.empty() && value.find_first_of(" \t\"") == std::string::npos) return value;
+  return "\"" + value + "\"";
+}
+
+}  // namespace
+
+Delivery KafkaSink::classify(rd_kafka_resp_err_t err) {
+  switch (err) {
+    case RD_KAFKA_RESP_ERR_NO_ERROR:
+      return Delivery::kAcked;
+    // This message can never be accepted as it is: retrying it later will not help.
+    case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
+    case RD_KAFKA_RESP_ERR_INVALID_MSG:
+    case RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE:
+    case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
+    case RD_KAFKA_RESP_ERR_INVALID_RECORD:
+    case RD_KAFKA_RESP_ERR_INVALID_TIMESTAMP:
+    case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
+    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+    case RD_KAFKA_RESP_ERR_UNSUPPORTED_FOR_MESSAGE_FORMAT:
+    case RD_KAFKA_RESP_ERR_POLICY_VIOLATION:
+    case RD_KAFKA_RESP_ERR__BAD_MSG:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
+    case RD_KAFKA_RESP_ERR__INVALID_ARG:
+      return Delivery::kRejected;
+    // Everything else concerns the connection, the cluster or the producer as a whole:
+    // __TRANSPORT, __ALL_BROKERS_DOWN, __MSG_TIMED_OUT, __TIMED_OUT, __QUEUE_FULL,
+    // NOT_ENOUGH_REPLICAS(_AFTER_APPEND), LEADER_NOT_AVAILABLE, NOT_LEADER_FOR_PARTITION,
+    // REQUEST_TIMED_OUT, CLUSTER_AUTHORIZATION_FAILED, SASL errors, __FATAL, __PURGE_*, ...
+    default:
+      return Delivery::kUnavailable;
+  }
+}
+
+KafkaSink::KafkaSink(const Options& options) {
+  std::unique_ptr<rd_kafka_conf_t, ConfDeleter> conf(rd_kafka_conf_new());
+  // Our defaults first, so that the user's options override them (and are checked below).
+  set(conf.get(), "enable.idempotence", "true");
+  set(conf.get(), "acks", "all");
+  set(conf.get(), "partitioner", "murmur2_random");
+  set(conf.get(), "client.id", "outbox-relay");
+
+  std::string topic_template(routing::kDefaultTopicTemplate);
+  std::vector<std::pair<std::string, std::string>> shown_options;
+  for (const auto& [name, value] : options) {
+    if (name == kTopicTemplateOption) {
+      topic_template = value;
+      continue;
+    }
+    if (name == kTimestampOption) {
+      if (value == "created_at") {
+        timestamp_from_event_ = true;
+      } else if (value == "now") {
+        timestamp_from_event_ = false;
+      } else {
+        throw ConfigError("kafka sink: timestamp must be \"created_at\" or \"now\", not \"" +
+                          value + "\"");
+      }
+      shown_options.emplace_back(name, value);
+      continue;
+    }
+    if (name == "transactional.id") {
+      throw ConfigError(
+          "kafka sink: transactional.id is not supported (the sink is an idempotent, "
+          "non-transactional producer)");
+    }
+    set(conf.get(), name, value);
+    if (!is_sensitive(name) && name != "bootstrap.servers" && name != "metadata.broker.list") {
+      shown_options.emplace_back(name, value);
+    }
+  }
+  topic_template_ = routing::TopicTemplate(topic_template);
+
+  if (conf_value(conf.get(), "enable.idempotence") != "true") {
+    throw ConfigError(
+        "kafka sink: enable.idempotence must stay true (it keeps the order of a key across "
+        "retries and avoids duplicates from retries)");
+  }
+  const std::string acks = conf_value(conf.get(), "acks");
+  if (acks != "-1" && acks != "all") {
+    throw ConfigError("kafka sink: acks must stay \"all\" (-1), not \"" + acks +
+                      "\": an event is marked published only once every in-sync replica "
+                      "has it");
+  }
+  const std::string bootstrap = conf_value(conf.get(), "bootstrap.servers");
+  const std::string mock_brokers = conf_value(conf.get(), "test.mock.num.brokers");
+  if (bootstrap.empty() && (mock_brokers.empty() || mock_brokers == "0")) {
+    throw ConfigError("kafka sink: bootstrap.servers is required");
+  }
+
+  description_ = "kafka";
+  if (!bootstrap.empty()) description_ += " bootstrap.servers=" + shown(bootstrap);
+  description_ += " topic.template=" + shown(topic_template_.text());
+  for (const auto& [name, value] : shown_options) {
+    description_ += " " + name + "=" + shown(value);
+  }
+
+  rd_kafka_conf_set_opaque(conf.get(), this);
+  rd_kafka_conf_set_dr_msg_cb(conf.get(), &KafkaSink::on_delivery);
+  rd_kafka_conf_set_error_cb(conf.get(), &KafkaSink::on_error);
+
+  char errstr[512];
+  rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf.get(), errstr, sizeof errstr);
+  if (rk_ == nullptr) {
+    throw ConfigError(std::string("kafka sink: ") + errstr);
+  }
+  conf.release();  // rd_kafka_new took it
+}
+
+KafkaSink::~KafkaSink() {
+  // Drop what is still queued or in flight from batches that timed out: their outcomes were
+  // reported as kUnavailable already, the relay sends them again.
+  batch_outcomes_ = nullptr;
+  rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+  rd_kafka_poll(rk_, 0);
+  rd_kafka_destroy(rk_);
+}
+
+void KafkaSink::on_delivery(rd_kafka_t*, const rd_kafka_message_t* message, void* opaque) {
+  static_cast<KafkaSink*>(opaque)->delivered(message);
+}
+
+void KafkaSink::on_error(rd_kafka_t*, int err, const char* reason, void* opaque) {
+  static_cast<KafkaSink*>(opaque)->errored(err, reason);
+}
+
+void KafkaSink::delivered(const rd_kafka_message_t* message) noexcept {
+  try {
+    if (batch_outcomes_ == nullptr) return;
+    auto seq = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(message->_private));
+    if (seq < batch_first_seq_ || seq - batch_first_seq_ >= batch_waiting_.size()) return;
+    const std::size_t i = seq - batch_first_seq_;
+    if (!batch_waiting_[i]) return;
+    batch_waiting_[i] = 0;
+    --batch_pending_;
+    Outcome& outcome = (*batch_outcomes_)[i];
+    if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      outcome.delivery = Delivery::kAcked;
+      outcome.error.clear();
+      last_error_.clear();  // the cluster answers again: an older error is no explanation
+      return;
+    }
+    outcome.delivery = classify(message->err);
+    outcome.error = error_text(message->err);
+    if (message->err == RD_KAFKA_RESP_ERR__FATAL) check_fatal();
+  } catch (...) {
+    // Out of memory while writing an error text: the outcome keeps what it has.
+  }
+}
+
+void KafkaSink::errored(int err, const char* reason) noexcept {
+  try {
+    if (err == RD_KAFKA_RESP_ERR__FATAL) {
+      check_fatal();
+      return;
+    }
+    last_error_ = error_text(static_cast<rd_kafka_resp_err_t>(err), reason);
+  } catch (...) {
+  }
+}
+
+bool KafkaSink::check_fatal() noexcept {
+  if (fatal_) return true;
+  char errstr[512];
+  rd_kafka_resp_err_t err = rd_kafka_fatal_error(rk_, errstr, sizeof errstr);
+  if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return false;
+  try {
+    fatal_error_ = "fatal producer error, the sink must be recreated: " + error_text(err, errstr);
+  } catch (...) {
+  }
+  fatal_ = true;
+  return true;
+}
+
+bool KafkaSink::usable() const {
+  if (fatal_) return false;
+  char errstr[8];
+  return rd_kafka_fatal_error(rk_, errstr, sizeof errstr) == RD_KAFKA_RESP_ERR_NO_ERROR;
+}
+
+std::string KafkaSink::describe() const { return description_; }
+
+void KafkaSink::fail_pending(const std::string& error) {
+  for (std::size_t i = 0; i < batch_waiting_.size(); ++i) {
+    if (!batch_waiting_[i]) continue;
+    batch_waiting_[i] = 0;
+    (*batch_outcomes_)[i] = Outcome{Delivery::kUnavailable, error};
+  }
+  batch_pending_ = 0;
+}
+
+void KafkaSink::send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
+                     std::chrono::milliseconds timeout) {
+  outcomes.resize(messages.size());
+  const auto deadline = Clock::now() + timeout;
+  const auto remaining_ms = [&deadline]() -> int {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    return static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(left.count(), 0, 100));
+  };
+
+  // Serve what arrived since the last call (late delivery reports, errors).
+  rd_kafka_poll(rk_, 0);
+
+  // The batch's bookkeeping lives only until send() returns, whatever way it returns.
+  struct BatchScope {
+    KafkaSink* sink;
+    ~BatchScope() {
+      sink->batch_outcomes_ = nullptr;
+      sink->batch_waiting_.clear();
+      sink->batch_pending_ = 0;
+    }
+  } scope{this};
+  batch_first_seq_ = next_seq_;
+  next_seq_ += messages.size();
+  batch_outcomes_ = &outcomes;
+  batch_waiting_.assign(messages.size(), 1);
+  batch_pending_ = messages.size();
+
+  if (check_fatal()) {
+    fail_pending(fatal_error_);
+    return;
+  }
+
+  std::string topic;
+  std::string topic_error;
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const Message& m = messages[i];
+    if (!routing::route_topic(topic_template_, m, topic, topic_error)) {
+      outcomes[i] = Outcome{Delivery::kRejected, topic_error};
+      batch_waiting_[i] = 0;
+      --batch_pending_;
+      continue;
+    }
+    const std::int64_t timestamp_ms =
+        timestamp_from_event_ && m.created_at_unix_us > 0 ? m.created_at_unix_us / 1000 : 0;
+    void* opaque = reinterpret_cast<void*>(static_cast<std::uintptr_t>(batch_first_seq_ + i));
+
+    rd_kafka_resp_err_t err;
+    for (;;) {
+      rd_kafka_headers_t* headers = rd_kafka_headers_new(2 + m.headers.size());
+      for (const auto& [name, value] : routing::message_headers(m)) {
+        rd_kafka_header_add(headers, name.data(), static_cast<ssize_t>(name.size()), value.data(),
+                            static_cast<ssize_t>(value.size()));
+      }
+      err = rd_kafka_producev(
+          rk_, RD_KAFKA_V_TOPIC(topic.c_str()),
+          RD_KAFKA_V_KEY(routing::message_key(m).data(), routing::message_key(m).size()),
+          RD_KAFKA_V_VALUE(const_cast<char*>(m.payload.data()), m.payload.size()),
+          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(headers),
+          RD_KAFKA_V_TIMESTAMP(timestamp_ms), RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
+      if (err == RD_KAFKA_RESP_ERR_NO_ERROR) break;  // the message owns the headers now
+      rd_kafka_headers_destroy(headers);
+      if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL || remaining_ms() == 0) break;
+      rd_kafka_poll(rk_, remaining_ms());  // make room: serve delivery reports
+    }
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) continue;
+
+    const Delivery delivery = classify(err);
+    if (delivery == Delivery::kRejected) {
+      outcomes[i] = Outcome{Delivery::kRejected, error_text(err)};
+      batch_waiting_[i] = 0;
+      --batch_pending_;
+      continue;
+    }
+    // Cannot queue, and may not skip to later messages (they could share its key).
+    if (err == RD_KAFKA_RESP_ERR__FATAL) check_fatal();
+    const std::string why = fatal_ ? fatal_error_ : error_text(err);
+    outcomes[i] = Outcome{Delivery::kUnavailable, why};
+    batch_waiting_[i] = 0;
+    --batch_pending_;
+    for (std::size_t j = i + 1; j < messages.size(); ++j) {
+      if (!batch_waiting_[j]) continue;
+      outcomes[j] = Outcome{Delivery::kUnavailable,
+                            "not sent: an earlier message of the batch "
+                            "could not be queued: " +
+                                why};
+      batch_waiting_[j] = 0;
+      --batch_pending_;
+    }
+    break;
+  }
+
+  while (batch_pending_ > 0) {
+    if (check_fatal()) {
+      // Reports that are still to come may be acks; those already in are kept.
+      rd_kafka_poll(rk_, 0);
+      fail_pending(fatal_error_);
+      break;
+    }
+    const int wait_ms = remaining_ms();
+    if (wait_ms == 0) break;
+    rd_kafka_poll(rk_, wait_ms);
+  }
+  if (batch_pending_ > 0) {
+    std::string error =
+        "timed out waiting for delivery report after " + std::to_string(timeout.count()) + " ms";
+    if (!last_error_.empty()) error += " (last client error: " + last_error_ + ")";
+    // Queued, not yet sent messages would be sent later as duplicates of the relay's retry:
+    // drop them. In-flight ones cannot be recalled. The purge must block: with
+    // RD_KAFKA_PURGE_F_NON_BLOCKING it runs later and also drops the next batch's messages.
+    rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE);
+    fail_pending(error);
+  }
+}
+
+std::unique_ptr<Sink> create_kafka_sink(const Options& options) {
+  return std::make_unique<KafkaSink>(options);
+}
+
+}  // namespace outbox::sinks

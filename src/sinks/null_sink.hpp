@@ -1,0 +1,19 @@
+// The null sink: acknowledges every message at once, sends nothing anywhere. For benchmarks
+// (it measures the relay alone) and tests.
+//
+// Options:
+//   fail_every   N >= 1: every Nth message this sink instance sees (the Nth, the 2Nth, ...,
+//                counted across send() calls) is rejected (Delivery::kRejected) instead of
+//                acknowledged; for testing attempt counting and dead-letter handling.
+// Any other option is a ConfigError.
+#pragma once
+
+#include <memory>
+
+#include "sinks/sink.hpp"
+
+namespace outbox::sinks {
+
+std::unique_ptr<Sink> create_null_sink(const Options& options);
+
+}  // namespace outbox::sinks

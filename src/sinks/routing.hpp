@@ -1,0 +1,87 @@
+// Routing of outbox events to Kafka topics, compatible with Debezium's outbox event router
+// (io.debezium.transforms.outbox.EventRouter): topic from a template over aggregatetype, key
+// = aggregateid, headers id and type. Plain C++, no PostgreSQL and no librdkafka header.
+//
+// Topic template: literal text and placeholders.
+//   ${aggregatetype}   the event's aggregatetype (Debezium's ${routedByValue} is an alias)
+//   ${type}            the event's type
+// Any other ${...} is a ConfigError, and so is an unterminated "${", an empty template, or a
+// literal character that cannot appear in a Kafka topic name: a bad template is found when
+// the sink is configured, not when the first event arrives.
+//
+// Topic names: Kafka allows [a-zA-Z0-9._-], 1 to 249 characters, and neither "." nor "..".
+// A rendered name that breaks these rules (an aggregatetype with a space, a '/', non-ASCII,
+// or one so long that the name exceeds 249 characters) is NOT mangled into a legal one: two
+// different aggregatetypes could then share a topic without anyone noticing. The message is
+// rejected instead (Delivery::kRejected, counts as an attempt) with an error that names the
+// offending character or the length.
+//
+// Headers: `id`, then `type`, then the event's own headers in their order. Event headers
+// named `id` or `type` are not dropped nor renamed: both are sent, the routing ones first.
+// Kafka allows repeated header names; a consumer that reads the FIRST header of a name
+// (librdkafka rd_kafka_header_get(.., 0, ..), iterating in order) gets the routing value,
+// while one that reads the LAST (Java Headers.lastHeader, rd_kafka_header_get_last) gets the
+// event's own. Producers of events should therefore avoid the reserved names (see
+// is_reserved_header); the SQL side may choose to refuse them.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "sinks/sink.hpp"
+
+namespace outbox::sinks::routing {
+
+inline constexpr std::string_view kDefaultTopicTemplate = "outbox.event.${aggregatetype}";
+inline constexpr std::size_t kMaxTopicLength = 249;
+
+inline constexpr std::string_view kIdHeader = "id";
+inline constexpr std::string_view kTypeHeader = "type";
+
+// A parsed, validated topic template.
+class TopicTemplate {
+ public:
+  // Throws ConfigError (message starts with "topic.template: ") when the template is bad.
+  explicit TopicTemplate(std::string_view text = kDefaultTopicTemplate);
+
+  // The topic for a message, not yet validated (see route_topic).
+  std::string render(const Message& message) const;
+
+  const std::string& text() const { return text_; }
+  // True when the template has no placeholder: every message goes to one topic.
+  bool is_fixed() const;
+
+ private:
+  enum class Kind { kLiteral, kAggregateType, kType };
+  struct Part {
+    Kind kind;
+    std::string literal;
+  };
+  std::string text_;
+  std::vector<Part> parts_;
+};
+
+// Empty when `topic` is a legal Kafka topic name, otherwise why it is not (one sentence,
+// the name quoted with non-printable bytes escaped and cut to a readable length).
+std::string topic_name_error(std::string_view topic);
+
+// Renders and validates. Returns true and sets `topic`, or returns false and sets `error`
+// (the message is then to be rejected).
+bool route_topic(const TopicTemplate& tmpl, const Message& message, std::string& topic,
+                 std::string& error);
+
+// The message key: the aggregate id (same key -> same partition -> kept in order).
+inline std::string_view message_key(const Message& message) { return message.aggregateid; }
+
+using Header = std::pair<std::string_view, std::string_view>;
+
+// id, type, then the event's own headers. The views point into `message`.
+std::vector<Header> message_headers(const Message& message);
+
+// True for the header names the router sets itself (id, type).
+bool is_reserved_header(std::string_view name);
+
+}  // namespace outbox::sinks::routing

@@ -1,0 +1,51 @@
+# Sink libraries (outbox_sink_<name>.so) and the Kafka mock tool. Included at the end of the
+# top-level Makefile, after PGXS. Plain C++17: no PostgreSQL header, no PGXS compile flags.
+#
+#   make               also builds outbox_sink_null.so, outbox_sink_kafka.so and
+#                      test/tools/outbox_kafka_mock
+#   make install       also installs the two .so into $(DESTDIR)$(pkglibdir)
+#   make clean         also removes them
+#   make sinks         only these
+
+# Sources, for the format targets (headers are covered by src/*/*.hpp there).
+SINK_SRCS = src/sinks/routing.cpp src/sinks/null_sink.cpp src/sinks/null_plugin.cpp \
+	src/sinks/kafka_sink.cpp src/sinks/kafka_plugin.cpp
+TOOL_SRCS = test/tools/kafka_mock.cpp
+
+SINK_HDRS = $(wildcard src/sinks/*.hpp)
+SINK_LIBS = outbox_sink_null$(DLSUFFIX) outbox_sink_kafka$(DLSUFFIX)
+KAFKA_MOCK = test/tools/outbox_kafka_mock
+
+SINK_CXXFLAGS = -std=c++17 -O2 -g -Wall -Wextra -Werror -fno-omit-frame-pointer -I$(srcdir)/src
+# Only outbox_sink_plugin_v1 is exported; everything else stays inside the library, so two
+# plugins (or a plugin and outbox.so) never bind to each other's symbols.
+SINK_SO_FLAGS = -fPIC -shared -fvisibility=hidden -fvisibility-inlines-hidden \
+	-Wl,--no-undefined -Wl,-z,now
+
+.PHONY: sinks install-sinks clean-sinks
+all: sinks
+sinks: $(SINK_LIBS) $(KAFKA_MOCK)
+
+outbox_sink_null$(DLSUFFIX): src/sinks/null_sink.cpp src/sinks/null_plugin.cpp $(SINK_HDRS)
+	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^)
+
+outbox_sink_kafka$(DLSUFFIX): src/sinks/kafka_sink.cpp src/sinks/kafka_plugin.cpp \
+		src/sinks/routing.cpp $(SINK_HDRS)
+	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^) -lrdkafka
+
+$(KAFKA_MOCK): $(TOOL_SRCS)
+	$(CXX) $(SINK_CXXFLAGS) -o $@ $(TOOL_SRCS) -lrdkafka -pthread
+
+install: install-sinks
+install-sinks: $(SINK_LIBS)
+	$(MKDIR_P) '$(DESTDIR)$(pkglibdir)'
+	$(INSTALL_SHLIB) $(SINK_LIBS) '$(DESTDIR)$(pkglibdir)/'
+
+uninstall: uninstall-sinks
+.PHONY: uninstall-sinks
+uninstall-sinks:
+	rm -f $(addprefix '$(DESTDIR)$(pkglibdir)'/,$(SINK_LIBS))
+
+clean: clean-sinks
+clean-sinks:
+	rm -f $(SINK_LIBS) $(KAFKA_MOCK)

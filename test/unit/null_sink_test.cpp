@@ -1,0 +1,77 @@
+#include "sinks/null_sink.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace outbox::sinks;
+using namespace std::chrono_literals;
+
+std::vector<Message> batch(std::size_t n) {
+  std::vector<Message> out(n);
+  for (auto& m : out) {
+    m.id = "id";
+    m.aggregatetype = "order";
+    m.aggregateid = "1";
+    m.type = "T";
+    m.payload = "{}";
+  }
+  return out;
+}
+
+TEST(NullSink, AcksEverything) {
+  auto sink = create_null_sink({});
+  EXPECT_EQ(sink->describe(), "null");
+  EXPECT_TRUE(sink->usable());
+  std::vector<Outcome> outcomes(1000);
+  sink->send(batch(1000), outcomes, 0ms);
+  for (const auto& o : outcomes) {
+    EXPECT_EQ(o.delivery, Delivery::kAcked);
+    EXPECT_EQ(o.error, "");
+  }
+  std::vector<Outcome> none;
+  sink->send({}, none, 1s);
+  EXPECT_TRUE(none.empty());
+}
+
+TEST(NullSink, FailEveryCountsAcrossBatches) {
+  auto sink = create_null_sink({{"fail_every", "3"}});
+  EXPECT_EQ(sink->describe(), "null fail_every=3");
+  std::vector<Outcome> outcomes(4);
+  sink->send(batch(4), outcomes, 1s);  // messages 1..4: the 3rd fails
+  EXPECT_EQ(outcomes[0].delivery, Delivery::kAcked);
+  EXPECT_EQ(outcomes[1].delivery, Delivery::kAcked);
+  EXPECT_EQ(outcomes[2].delivery, Delivery::kRejected);
+  EXPECT_NE(outcomes[2].error.find("fail_every=3"), std::string::npos);
+  EXPECT_EQ(outcomes[3].delivery, Delivery::kAcked);
+  outcomes.assign(3, Outcome{});
+  sink->send(batch(3), outcomes, 1s);  // messages 5..7: the 6th fails
+  EXPECT_EQ(outcomes[0].delivery, Delivery::kAcked);
+  EXPECT_EQ(outcomes[1].delivery, Delivery::kRejected);
+  EXPECT_EQ(outcomes[2].delivery, Delivery::kAcked);
+  EXPECT_EQ(outcomes[2].error, "");
+
+  auto every = create_null_sink({{"fail_every", "1"}});
+  outcomes.assign(2, Outcome{});
+  every->send(batch(2), outcomes, 1s);
+  EXPECT_EQ(outcomes[0].delivery, Delivery::kRejected);
+  EXPECT_EQ(outcomes[1].delivery, Delivery::kRejected);
+}
+
+TEST(NullSink, BadOptions) {
+  for (const char* bad : {"0", "-1", "", "x", "3x", " 3", "1000000000000000000000"}) {
+    EXPECT_THROW(create_null_sink({{"fail_every", bad}}), ConfigError) << bad;
+  }
+  try {
+    create_null_sink({{"bootstrap.servers", "x"}});
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown option \"bootstrap.servers\""),
+              std::string::npos);
+  }
+}
+
+}  // namespace
