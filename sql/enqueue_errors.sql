@@ -26,6 +26,8 @@ SELECT pg_temp.try($$SELECT outbox.enqueue('order', '1', 't', '{}', '{"a": {"nes
 SELECT pg_temp.try($$SELECT outbox.enqueue('order', '1', 't', '{}', '{"a": 1}')$$);
 SELECT pg_temp.try($$SELECT outbox.enqueue('order', '1', 't', '{}', '{"a": null}')$$);
 SELECT pg_temp.try($$SELECT outbox.enqueue('order', '1', 't', '{}', '{"": "x"}')$$);
+SELECT pg_temp.try($$SELECT outbox.enqueue('order', '1', 't', '{}', '{"id": "x"}')$$);
+SELECT pg_temp.try($$SELECT outbox.enqueue('order', '1', 't', '{}', '{"tenant": "a", "type": "x"}')$$);
 SELECT pg_temp.try($$SELECT outbox.enqueue('order', '1', 't', '{}', NULL, '00000000-0000-0000-0000-000000000000')$$);
 
 SET outbox.max_payload_bytes = 100;

@@ -88,7 +88,9 @@ HeadersMeasure measure_headers(Datum value) {
         key = pnstrdup(v.val.string.val, v.val.string.len);
       } else if (token == WJB_VALUE) {
         bool is_string = v.type == jbvString;
-        if (!is_string || key[0] == '\0') return {true, true, is_string, key};
+        if (!is_string || key[0] == '\0' || is_reserved_header(key)) {
+          return {true, true, is_string, key};
+        }
       }
     }
     return {true, false, false, nullptr};

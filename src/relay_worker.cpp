@@ -171,9 +171,9 @@ class Relay {
   int back_off(const std::string& error) {
     resume_after_seq_ = -1;
     ++failures_;
-    const double base = std::min<double>(settings.retry_backoff_max_ms,
-                                         settings.retry_backoff_min_ms *
-                                             std::pow(2.0, std::min(failures_ - 1, 30)));
+    const double base = std::min<double>(
+        settings.retry_backoff_max_ms,
+        settings.retry_backoff_min_ms * std::pow(2.0, std::min(failures_ - 1, 30)));
     std::uniform_real_distribution<double> jitter(0.5, 1.0);
     const int delay_ms = std::max(1, static_cast<int>(base * jitter(rng_)));
     record_error(error);
@@ -314,8 +314,8 @@ class Relay {
       Datum params[3] = {TimestampTzGetDatum(now), Int64GetDatum(limit),
                          Int64GetDatum(resume_after_seq_)};
       Portal portal = SPI_cursor_open(nullptr, fetch_plan_, params, nullptr, false);
-      Fetched out{static_cast<Row*>(MemoryContextAllocZero(iteration_, sizeof(Row) * limit)), 0,
-                  -1, false};
+      Fetched out{static_cast<Row*>(MemoryContextAllocZero(iteration_, sizeof(Row) * limit)), 0, -1,
+                  false};
       int64 bytes = 0;
       while (out.count < limit && bytes < max_bytes) {
         SPI_cursor_fetch(portal, true, std::min(kFetchChunk, limit - out.count));
@@ -326,7 +326,8 @@ class Relay {
           Row& row = out.rows[out.count++];
           bool isnull;
           row.rel = DatumGetObjectId(SPI_getbinval(tuple, desc, 1, &isnull));
-          row.tid = *reinterpret_cast<ItemPointer>(DatumGetPointer(SPI_getbinval(tuple, desc, 2, &isnull)));
+          row.tid = *reinterpret_cast<ItemPointer>(
+              DatumGetPointer(SPI_getbinval(tuple, desc, 2, &isnull)));
           row.id = copy_text(iteration_, SPI_getbinval(tuple, desc, 3, &isnull));
           row.aggregatetype = copy_text(iteration_, SPI_getbinval(tuple, desc, 4, &isnull));
           row.aggregateid = copy_text(iteration_, SPI_getbinval(tuple, desc, 5, &isnull));
@@ -336,8 +337,8 @@ class Relay {
           if (!isnull) copy_headers(DatumGetJsonbP(headers), row);
           row.attempts = DatumGetInt32(SPI_getbinval(tuple, desc, 9, &isnull));
           row.created_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 10, &isnull));
-          out.max_seq = std::max<int64>(out.max_seq,
-                                        DatumGetInt64(SPI_getbinval(tuple, desc, 11, &isnull)));
+          out.max_seq =
+              std::max<int64>(out.max_seq, DatumGetInt64(SPI_getbinval(tuple, desc, 11, &isnull)));
           bytes += row.payload.len;
         }
         SPI_freetuptable(SPI_tuptable);
@@ -359,7 +360,8 @@ class Relay {
     JsonbIteratorToken token;
     while ((token = JsonbIteratorNext(&it, &v, true)) != WJB_DONE) {
       if (token == WJB_KEY && row.nheaders < n) {
-        row.header_keys[row.nheaders] = copy_cstring(iteration_, v.val.string.val, v.val.string.len);
+        row.header_keys[row.nheaders] =
+            copy_cstring(iteration_, v.val.string.val, v.val.string.len);
       } else if (token == WJB_VALUE && row.nheaders < n && v.type == jbvString) {
         row.header_values[row.nheaders++] =
             copy_cstring(iteration_, v.val.string.val, v.val.string.len);
@@ -391,8 +393,8 @@ class Relay {
                         4, types);
       } else {
         Oid types[2] = {TIMESTAMPTZOID, TIDARRAYOID};
-        p = SPI_prepare(psprintf("UPDATE %s SET published_at = $1 WHERE ctid = ANY($2)", table),
-                        2, types);
+        p = SPI_prepare(psprintf("UPDATE %s SET published_at = $1 WHERE ctid = ANY($2)", table), 2,
+                        types);
       }
       if (p == nullptr) elog(ERROR, "outbox relay: SPI_prepare failed");
       SPI_keepplan(p);
@@ -470,9 +472,9 @@ class Relay {
       m.aggregateid = row.aggregateid.view();
       m.type = row.type.view();
       m.payload = row.payload.view();
-      m.created_at_unix_us = row.created_at + static_cast<int64>(POSTGRES_EPOCH_JDATE -
-                                                                 UNIX_EPOCH_JDATE) *
-                                                  SECS_PER_DAY * USECS_PER_SEC;
+      m.created_at_unix_us =
+          row.created_at + static_cast<int64>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) *
+                               SECS_PER_DAY * USECS_PER_SEC;
       m.headers.reserve(row.nheaders);
       for (int h = 0; h < row.nheaders; ++h) {
         m.headers.emplace_back(row.header_keys[h].view(), row.header_values[h].view());

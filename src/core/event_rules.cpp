@@ -56,6 +56,12 @@ void check_header(std::string_view function, std::string_view key, HeaderValueKi
     throw Error(sqlstate::kInvalidParameterValue,
                 prefix(function) + "header names must not be empty");
   }
+  if (is_reserved_header(key)) {
+    throw Error(sqlstate::kInvalidParameterValue,
+                prefix(function) + "header \"" + std::string(key) + "\" is reserved",
+                "The sinks send the event's id and type as headers \"id\" and \"type\".",
+                "Pass a stable id as the id argument instead.");
+  }
   if (kind != HeaderValueKind::kString) {
     throw Error(sqlstate::kInvalidParameterValue,
                 prefix(function) + "headers must be a JSON object of strings",

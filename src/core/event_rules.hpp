@@ -20,13 +20,22 @@ void check_required_text(std::string_view function, std::string_view field, bool
 void check_payload(std::string_view function, bool is_null, std::size_t bytes,
                    std::size_t limit_bytes);
 
+// Header names every sink sets itself from the event: the id (what consumers deduplicate
+// on) and the type. An event may not carry its own header of these names, because a
+// consumer that reads the last header of a name would then get the event's value.
+inline constexpr std::string_view kIdHeader = "id";
+inline constexpr std::string_view kTypeHeader = "type";
+inline bool is_reserved_header(std::string_view name) {
+  return name == kIdHeader || name == kTypeHeader;
+}
+
 // What a headers value may look like: a flat JSON object whose values are strings.
 enum class HeadersShape { kObject, kNotObject };
 enum class HeaderValueKind { kString, kOther };
 
 // Throws 22023 when headers are not an object.
 void check_headers_shape(std::string_view function, HeadersShape shape);
-// Throws 22023 for an empty key or a value that is not a string.
+// Throws 22023 for an empty or reserved key, or a value that is not a string.
 void check_header(std::string_view function, std::string_view key, HeaderValueKind kind);
 
 }  // namespace outbox

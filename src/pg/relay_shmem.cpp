@@ -1,6 +1,7 @@
 #include "pg/relay_shmem.hpp"
 
 #include "pg/boundary.hpp"
+#include "pg/settings.hpp"
 
 extern "C" {
 #include "storage/ipc.h"
@@ -167,7 +168,7 @@ uint32 relay_config_generation() {
 }
 
 void relay_wake_at_commit(bool config_changed) {
-  wake_pending = true;
+  wake_pending = wake_pending || settings.wake_at_commit;
   config_pending = config_pending || config_changed;
 }
 

@@ -12,7 +12,14 @@ namespace outbox::pg {
 
 constexpr int kMaxWorkers = 32;
 
-enum class WorkerState { kStarting, kIdle, kSending, kBackoff, kUnconfigured, kWaitingForExtension };
+enum class WorkerState {
+  kStarting,
+  kIdle,
+  kSending,
+  kBackoff,
+  kUnconfigured,
+  kWaitingForExtension
+};
 
 const char* worker_state_name(WorkerState state);
 

@@ -19,6 +19,7 @@ Settings settings = {
     /* max_attempts */ 10,
     /* retry_backoff_min_ms */ 100,
     /* retry_backoff_max_ms */ 60 * 1000,
+    /* wake_at_commit */ true,
 };
 
 void define_settings() {
@@ -52,15 +53,6 @@ void define_settings() {
       &settings.rotate_lock_timeout_ms, settings.rotate_lock_timeout_ms, 0, 60 * 1000, PGC_SUSET,
       GUC_UNIT_MS, nullptr, nullptr, nullptr);
 
-  DefineCustomStringVariable(
-      "outbox.database", "Database the relay works in.",
-      "The relay reads outbox.events and outbox.sink_config there. Needs a restart.",
-      &settings.database, "postgres", PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
-  DefineCustomIntVariable("outbox.workers", "Number of relay background workers.",
-                          "Order per key holds only with one worker. 0 disables the relay. "
-                          "Needs a restart.",
-                          &settings.workers, settings.workers, 0, 32, PGC_POSTMASTER, 0, nullptr,
-                          nullptr, nullptr);
   DefineCustomIntVariable(
       "outbox.batch_size", "Most events the relay sends in one batch (one transaction).",
       "Bigger batches cost fewer commits: the article measured 1.6k rows/s at 1 and 105k at "
@@ -88,8 +80,8 @@ void define_settings() {
       "outbox.max_attempts", "Rejections after which an event is dead-lettered.",
       "Only per-event rejections count (message too large, refused); a broker outage does "
       "not burn attempts.",
-      &settings.max_attempts, settings.max_attempts, 1, 1000000, PGC_SIGHUP, 0, nullptr,
-      nullptr, nullptr);
+      &settings.max_attempts, settings.max_attempts, 1, 1000000, PGC_SIGHUP, 0, nullptr, nullptr,
+      nullptr);
   DefineCustomIntVariable("outbox.retry_backoff_min", "First back-off after a failure.", nullptr,
                           &settings.retry_backoff_min_ms, settings.retry_backoff_min_ms, 1,
                           3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr, nullptr);
@@ -98,6 +90,25 @@ void define_settings() {
       "Back-off doubles from outbox.retry_backoff_min up to this, with random jitter.",
       &settings.retry_backoff_max_ms, settings.retry_backoff_max_ms, 1, 24 * 3600 * 1000,
       PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr, nullptr);
+
+  DefineCustomBoolVariable(
+      "outbox.wake_at_commit", "Wake the relay when a transaction that enqueued commits.",
+      "Off leaves only the outbox.poll_interval fallback (for measurements).",
+      &settings.wake_at_commit, settings.wake_at_commit, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+
+  // PostgreSQL allows PGC_POSTMASTER settings only while preloading; without preloading
+  // there is no relay for them to configure.
+  if (process_shared_preload_libraries_in_progress) {
+    DefineCustomStringVariable(
+        "outbox.database", "Database the relay works in.",
+        "The relay reads outbox.events and outbox.sink_config there. Needs a restart.",
+        &settings.database, "postgres", PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+    DefineCustomIntVariable("outbox.workers", "Number of relay background workers.",
+                            "Order per key holds only with one worker. 0 disables the relay. "
+                            "Needs a restart.",
+                            &settings.workers, settings.workers, 0, 32, PGC_POSTMASTER, 0, nullptr,
+                            nullptr, nullptr);
+  }
 
 #if PG_VERSION_NUM >= 150000
   MarkGUCPrefixReserved("outbox");

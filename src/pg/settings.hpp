@@ -19,6 +19,7 @@ struct Settings {
   int max_attempts;
   int retry_backoff_min_ms;
   int retry_backoff_max_ms;
+  bool wake_at_commit;
 };
 
 // Current values. Valid after define_settings().

@@ -81,13 +81,13 @@ sinks::Options sink_options_from_jsonb(const char* function, Jsonb* options) {
   });
   if (raw.not_object) {
     throw Error(sqlstate::kInvalidParameterValue,
-                std::string(function) + ": options must be a JSON object",
-                {}, R"(For example '{"bootstrap.servers": "broker1:9092"}'.)");
+                std::string(function) + ": options must be a JSON object", {},
+                R"(For example '{"bootstrap.servers": "broker1:9092"}'.)");
   }
   if (raw.bad_key != nullptr) {
-    throw Error(sqlstate::kInvalidParameterValue,
-                std::string(function) + ": option \"" + raw.bad_key +
-                    "\" must be a string, number or boolean");
+    throw Error(sqlstate::kInvalidParameterValue, std::string(function) + ": option \"" +
+                                                      raw.bad_key +
+                                                      "\" must be a string, number or boolean");
   }
   sinks::Options result;
   result.reserve(raw.count);
@@ -109,8 +109,7 @@ std::unique_ptr<sinks::Sink> create_sink(const char* function, const std::string
   if (handle == nullptr) {
     const char* why = dlerror();
     throw Error(sqlstate::kInvalidParameterValue,
-                std::string(function) + ": no sink named \"" + name + "\"",
-                why ? why : library,
+                std::string(function) + ": no sink named \"" + name + "\"", why ? why : library,
                 "Built-in sinks are null and kafka. A third-party sink is a library "
                 "outbox_sink_<name>.so in PostgreSQL's $libdir.");
   }
@@ -122,10 +121,11 @@ std::unique_ptr<sinks::Sink> create_sink(const char* function, const std::string
   }
   const sinks::PluginV1* plugin = entry();
   if (plugin == nullptr || plugin->abi_version != sinks::kAbiVersion) {
-    throw Error(sqlstate::kInvalidParameterValue,
-                std::string(function) + ": sink \"" + name + "\" was built for another outbox version",
-                "Plugin ABI " + std::to_string(plugin ? plugin->abi_version : -1) +
-                    ", this outbox expects " + std::to_string(sinks::kAbiVersion) + ".");
+    throw Error(
+        sqlstate::kInvalidParameterValue,
+        std::string(function) + ": sink \"" + name + "\" was built for another outbox version",
+        "Plugin ABI " + std::to_string(plugin ? plugin->abi_version : -1) +
+            ", this outbox expects " + std::to_string(sinks::kAbiVersion) + ".");
   }
   try {
     SignalsBlocked blocked;

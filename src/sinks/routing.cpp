@@ -169,6 +169,4 @@ std::vector<Header> message_headers(const Message& message) {
   return out;
 }
 
-bool is_reserved_header(std::string_view name) { return name == kIdHeader || name == kTypeHeader; }
-
 }  // namespace outbox::sinks::routing

@@ -16,13 +16,9 @@
 // rejected instead (Delivery::kRejected, counts as an attempt) with an error that names the
 // offending character or the length.
 //
-// Headers: `id`, then `type`, then the event's own headers in their order. Event headers
-// named `id` or `type` are not dropped nor renamed: both are sent, the routing ones first.
-// Kafka allows repeated header names; a consumer that reads the FIRST header of a name
-// (librdkafka rd_kafka_header_get(.., 0, ..), iterating in order) gets the routing value,
-// while one that reads the LAST (Java Headers.lastHeader, rd_kafka_header_get_last) gets the
-// event's own. Producers of events should therefore avoid the reserved names (see
-// is_reserved_header); the SQL side may choose to refuse them.
+// Headers: `id`, then `type`, then the event's own headers in their order. outbox.enqueue
+// refuses event headers named `id` or `type` (core/event_rules.hpp), so each name appears
+// once whichever end a consumer reads from.
 #pragma once
 
 #include <cstddef>
@@ -31,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/event_rules.hpp"
 #include "sinks/sink.hpp"
 
 namespace outbox::sinks::routing {
@@ -38,8 +35,8 @@ namespace outbox::sinks::routing {
 inline constexpr std::string_view kDefaultTopicTemplate = "outbox.event.${aggregatetype}";
 inline constexpr std::size_t kMaxTopicLength = 249;
 
-inline constexpr std::string_view kIdHeader = "id";
-inline constexpr std::string_view kTypeHeader = "type";
+using outbox::kIdHeader;
+using outbox::kTypeHeader;
 
 // A parsed, validated topic template.
 class TopicTemplate {
@@ -80,8 +77,5 @@ using Header = std::pair<std::string_view, std::string_view>;
 
 // id, type, then the event's own headers. The views point into `message`.
 std::vector<Header> message_headers(const Message& message);
-
-// True for the header names the router sets itself (id, type).
-bool is_reserved_header(std::string_view name);
 
 }  // namespace outbox::sinks::routing

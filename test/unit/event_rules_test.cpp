@@ -51,6 +51,9 @@ TEST(EventRules, Headers) {
   EXPECT_EQ(code_of([] { outbox::check_header("f", "", HeaderValueKind::kString); }), "22023");
   EXPECT_EQ(code_of([] { outbox::check_header("f", "k", HeaderValueKind::kOther); }), "22023");
   EXPECT_EQ(code_of([] { outbox::check_header("f", "k", HeaderValueKind::kString); }), "none");
+  EXPECT_EQ(code_of([] { outbox::check_header("f", "id", HeaderValueKind::kString); }), "22023");
+  EXPECT_EQ(code_of([] { outbox::check_header("f", "type", HeaderValueKind::kString); }), "22023");
+  EXPECT_EQ(code_of([] { outbox::check_header("f", "ID", HeaderValueKind::kString); }), "none");
 }
 
 }  // namespace

@@ -133,10 +133,10 @@ TEST(Routing, HeadersIdTypeThenOwn) {
   // Sent as well, after the routing ones (documented in routing.hpp).
   EXPECT_EQ(h[4], routing::Header("id", "spoofed"));
 
-  EXPECT_TRUE(routing::is_reserved_header("id"));
-  EXPECT_TRUE(routing::is_reserved_header("type"));
-  EXPECT_FALSE(routing::is_reserved_header("tenant"));
-  EXPECT_FALSE(routing::is_reserved_header("ID"));
+  EXPECT_TRUE(outbox::is_reserved_header("id"));
+  EXPECT_TRUE(outbox::is_reserved_header("type"));
+  EXPECT_FALSE(outbox::is_reserved_header("tenant"));
+  EXPECT_FALSE(outbox::is_reserved_header("ID"));
 }
 
 }  // namespace
