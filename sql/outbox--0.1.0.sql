@@ -297,6 +297,12 @@ BEGIN
     ON CONFLICT (singleton) DO UPDATE
        SET sink = excluded.sink, options = excluded.options, updated_at = now();
     PERFORM outbox._notify_relay();
+    IF current_setting('outbox.database', true) IS NULL THEN
+        RAISE NOTICE 'outbox is not in shared_preload_libraries: no relay runs on this server';
+    ELSIF current_setting('outbox.database') <> current_database() THEN
+        RAISE NOTICE 'the relay works in database "%", not in this one', current_setting('outbox.database')
+            USING HINT = 'Set outbox.database and restart, or configure the sink in that database.';
+    END IF;
     RETURN v_description;
 END
 $$;
