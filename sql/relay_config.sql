@@ -1,0 +1,48 @@
+-- The relay's SQL surface, without the relay (this server does not preload outbox).
+CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE sql;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ' ' || SQLERRM;
+END
+$$;
+
+-- Configuring works, and says that no relay will read it here.
+SELECT outbox.configure_sink('null');
+SELECT sink, options FROM outbox.sink_config;
+SELECT outbox.configure_sink('null', '{"fail_every": 3}');
+SELECT sink, options FROM outbox.sink_config;
+
+-- Refused: unknown sink, a path, bad options, options that are not an object of scalars.
+SELECT pg_temp.try($$SELECT outbox.configure_sink('nope')$$);
+SELECT pg_temp.try($$SELECT outbox.configure_sink('../../../tmp/evil')$$);
+SELECT pg_temp.try($$SELECT outbox.configure_sink('null', '{"bogus": 1}')$$);
+SELECT pg_temp.try($$SELECT outbox.configure_sink('null', '[1]')$$);
+SELECT pg_temp.try($$SELECT outbox.configure_sink('null', '{"fail_every": {"a": 1}}')$$);
+SELECT pg_temp.try($$SELECT outbox.configure_sink('kafka', '{}')$$);
+SELECT pg_temp.try($$SELECT outbox.configure_sink('kafka', '{"bootstrap.servers": "127.0.0.1:1", "acks": "1"}')$$);
+SELECT pg_temp.try($$SELECT outbox.configure_sink('kafka', '{"bootstrap.servers": "127.0.0.1:1", "no.such.property": "x"}')$$);
+SELECT pg_temp.try($$SELECT outbox.configure_sink('kafka', '{"bootstrap.servers": "127.0.0.1:1", "topic.template": "t.${nope}"}')$$);
+SELECT pg_temp.try($$SELECT outbox.configure_sink(NULL)$$);
+-- The stored configuration is the last good one.
+SELECT sink, options FROM outbox.sink_config;
+
+-- A good Kafka configuration is checked (a producer is created and closed) and described
+-- without credentials.
+SELECT outbox.configure_sink('kafka', '{"bootstrap.servers": "127.0.0.1:1", "sasl.username": "u", "sasl.password": "secret", "security.protocol": "sasl_plaintext", "sasl.mechanism": "PLAIN"}') NOT LIKE '%secret%' AS no_credentials;
+
+-- outbox.status: no worker rows here, but the lag is always there.
+SELECT outbox.enqueue('order', 's1', 'OrderCreated', '{}') IS NOT NULL AS enqueued;
+SELECT worker, state, unpublished, oldest_unpublished_age IS NOT NULL AS has_age, dead_lettered FROM outbox.status;
+
+-- Dead letters and requeue.
+UPDATE outbox.events SET dead_at = now(), attempts = 10, last_error = 'too large' WHERE aggregateid = 's1';
+SELECT aggregateid, attempts, last_error FROM outbox.dead_letters;
+SELECT unpublished, dead_lettered FROM outbox.status;
+SELECT outbox.requeue(id) FROM outbox.events WHERE aggregateid = 's1';
+SELECT outbox.requeue('00000000-0000-0000-0000-000000000001') AS unknown_id;
+SELECT attempts, dead_at, next_attempt_at FROM outbox.events WHERE aggregateid = 's1';
+UPDATE outbox.events SET dead_at = now() WHERE aggregateid = 's1';
+SELECT outbox.requeue_dead() AS requeued;
+SELECT count(*) AS dead FROM outbox.dead_letters;
