@@ -11,7 +11,7 @@ packages=(
   librdkafka-dev kcat
   libnats-dev nats-server
   libcurl4-openssl-dev libssl-dev
-  libgtest-dev
+  libgtest-dev clang-format
   python3-psycopg
 )
 

@@ -82,6 +82,22 @@ run_tap() {
   return $rc
 }
 
+# Every pg_regress test in sql/ must be listed in the Makefile's REGRESS, or it would
+# silently never run.
+check_schedule() {
+  local missing=0 t
+  for f in sql/*.sql; do
+    t=$(basename "$f" .sql)
+    case "$t" in outbox--*) continue ;; esac
+    if ! grep -qw "$t" <<<"$regress_tests"; then
+      echo "sql/$t.sql is not in REGRESS in the Makefile"
+      missing=1
+    fi
+  done
+  return $missing
+}
+
+suite "schedule" check_schedule
 suite "unit tests" make -s -C test/unit run
 suite "format" make -s format-check
 suite "pg_regress" run_regress
