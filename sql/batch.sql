@@ -1,12 +1,4 @@
 -- outbox.enqueue_batch writes many events in one call and returns their ids in order.
-CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ' ' || SQLERRM;
-END
-$$;
 
 SELECT count(*) AS before FROM outbox.events \gset
 
@@ -37,15 +29,15 @@ SELECT outbox.enqueue_batch('[]') AS empty;
 SELECT outbox.enqueue_batch(NULL) AS null_in_null_out;
 
 -- Bad input: the error names the event, and the whole batch is refused.
-SELECT pg_temp.try($$SELECT outbox.enqueue_batch('{"aggregatetype": "x"}')$$);
-SELECT pg_temp.try($$SELECT outbox.enqueue_batch('[1]')$$);
-SELECT pg_temp.try($$SELECT outbox.enqueue_batch('[{"aggregatetype": "o", "aggregateid": "1", "type": "t", "payload": {}},
+SELECT regress.try($$SELECT outbox.enqueue_batch('{"aggregatetype": "x"}')$$);
+SELECT regress.try($$SELECT outbox.enqueue_batch('[1]')$$);
+SELECT regress.try($$SELECT outbox.enqueue_batch('[{"aggregatetype": "o", "aggregateid": "1", "type": "t", "payload": {}},
                                                   {"aggregatetype": "o", "aggregate_id": "1", "type": "t", "payload": {}}]')$$);
-SELECT pg_temp.try($$SELECT outbox.enqueue_batch('[{"aggregatetype": "o", "aggregateid": 1, "type": "t", "payload": {}}]')$$);
-SELECT pg_temp.try($$SELECT outbox.enqueue_batch('[{"aggregatetype": "o", "aggregateid": "1", "type": "t"}]')$$);
-SELECT pg_temp.try($$SELECT outbox.enqueue_batch('[{"aggregatetype": "o", "aggregateid": "1", "type": "t", "payload": {}, "id": "nope"}]')$$);
-SELECT pg_temp.try($$SELECT outbox.enqueue_batch('[{"aggregatetype": "o", "aggregateid": "1", "type": "t", "payload": {}, "id": 5}]')$$);
-SELECT pg_temp.try($$SELECT outbox.enqueue_batch('[{"aggregatetype": "o", "aggregateid": "1", "type": "t", "payload": {}},
+SELECT regress.try($$SELECT outbox.enqueue_batch('[{"aggregatetype": "o", "aggregateid": 1, "type": "t", "payload": {}}]')$$);
+SELECT regress.try($$SELECT outbox.enqueue_batch('[{"aggregatetype": "o", "aggregateid": "1", "type": "t"}]')$$);
+SELECT regress.try($$SELECT outbox.enqueue_batch('[{"aggregatetype": "o", "aggregateid": "1", "type": "t", "payload": {}, "id": "nope"}]')$$);
+SELECT regress.try($$SELECT outbox.enqueue_batch('[{"aggregatetype": "o", "aggregateid": "1", "type": "t", "payload": {}, "id": 5}]')$$);
+SELECT regress.try($$SELECT outbox.enqueue_batch('[{"aggregatetype": "o", "aggregateid": "1", "type": "t", "payload": {}},
                                                   {"aggregatetype": "o", "aggregateid": "1", "type": "t", "payload": {}, "headers": {"h": 1}}]')$$);
 
 SELECT count(*) - :before AS rows_written FROM outbox.events;

@@ -1,12 +1,4 @@
 -- The relay's SQL surface, without the relay (this server does not preload outbox).
-CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ' ' || SQLERRM;
-END
-$$;
 
 -- Configuring works, and says that no relay will read it here.
 SELECT outbox.configure_sink('null');
@@ -15,16 +7,16 @@ SELECT outbox.configure_sink('null', '{"fail_every": 3}');
 SELECT sink, options FROM outbox.sink_config;
 
 -- Refused: unknown sink, a path, bad options, options that are not an object of scalars.
-SELECT pg_temp.try($$SELECT outbox.configure_sink('nope')$$);
-SELECT pg_temp.try($$SELECT outbox.configure_sink('../../../tmp/evil')$$);
-SELECT pg_temp.try($$SELECT outbox.configure_sink('null', '{"bogus": 1}')$$);
-SELECT pg_temp.try($$SELECT outbox.configure_sink('null', '[1]')$$);
-SELECT pg_temp.try($$SELECT outbox.configure_sink('null', '{"fail_every": {"a": 1}}')$$);
-SELECT pg_temp.try($$SELECT outbox.configure_sink('kafka', '{}')$$);
-SELECT pg_temp.try($$SELECT outbox.configure_sink('kafka', '{"bootstrap.servers": "127.0.0.1:1", "acks": "1"}')$$);
-SELECT pg_temp.try($$SELECT outbox.configure_sink('kafka', '{"bootstrap.servers": "127.0.0.1:1", "no.such.property": "x"}')$$);
-SELECT pg_temp.try($$SELECT outbox.configure_sink('kafka', '{"bootstrap.servers": "127.0.0.1:1", "topic.template": "t.${nope}"}')$$);
-SELECT pg_temp.try($$SELECT outbox.configure_sink(NULL)$$);
+SELECT regress.try($$SELECT outbox.configure_sink('nope')$$);
+SELECT regress.try($$SELECT outbox.configure_sink('../../../tmp/evil')$$);
+SELECT regress.try($$SELECT outbox.configure_sink('null', '{"bogus": 1}')$$);
+SELECT regress.try($$SELECT outbox.configure_sink('null', '[1]')$$);
+SELECT regress.try($$SELECT outbox.configure_sink('null', '{"fail_every": {"a": 1}}')$$);
+SELECT regress.try($$SELECT outbox.configure_sink('kafka', '{}')$$);
+SELECT regress.try($$SELECT outbox.configure_sink('kafka', '{"bootstrap.servers": "127.0.0.1:1", "acks": "1"}')$$);
+SELECT regress.try($$SELECT outbox.configure_sink('kafka', '{"bootstrap.servers": "127.0.0.1:1", "no.such.property": "x"}')$$);
+SELECT regress.try($$SELECT outbox.configure_sink('kafka', '{"bootstrap.servers": "127.0.0.1:1", "topic.template": "t.${nope}"}')$$);
+SELECT regress.try($$SELECT outbox.configure_sink(NULL)$$);
 -- The stored configuration is the last good one.
 SELECT sink, options FROM outbox.sink_config;
 

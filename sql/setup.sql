@@ -19,3 +19,14 @@ SELECT count(*) AS partitions_in_extension
 
 -- Settings exist with their defaults once the library is loaded.
 SELECT name, setting, unit FROM pg_settings WHERE name LIKE 'outbox.%' ORDER BY name;
+
+-- For the tests that follow: runs a statement and returns its SQLSTATE and message.
+CREATE SCHEMA regress;
+CREATE FUNCTION regress.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE sql;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ' ' || SQLERRM;
+END
+$$;

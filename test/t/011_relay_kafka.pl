@@ -8,40 +8,23 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use IPC::Run;
-use Time::HiRes qw(usleep);
 
-my $mock_bin = $ENV{OUTBOX_KAFKA_MOCK} // 'tools/outbox_kafka_mock';
-plan skip_all => "no $mock_bin" unless -x $mock_bin;
+use FindBin;
+use lib $FindBin::Bin;
+use KafkaMock;
 
-# --- the mock cluster
-my ($mock_in, $mock_out) = ('', '');
-my $mock = IPC::Run::start([$mock_bin, '3'], '<', \$mock_in, '>', \$mock_out, '2>', '/dev/null',
-	IPC::Run::timeout(600));
-$mock->pump until $mock_out =~ /\n/;
-my ($bootstrap) = $mock_out =~ /^(\S+)\n/;
-$mock_out = '';
+plan skip_all => 'no ' . KafkaMock::binary() unless -x KafkaMock::binary();
+
+my $mock = KafkaMock->start(3);
+my $bootstrap = $mock->bootstrap;
 ok($bootstrap, "mock cluster at $bootstrap");
 
-sub mock {
-	my ($command) = @_;
-	$mock_in .= "$command\n";
-	$mock->pump until $mock_out =~ /\n/;
-	my $answer = $mock_out;
-	$mock_out = '';
-	chomp $answer;
-	is($answer, 'ok', "mock: $command");
-}
+sub mock { $mock->command(@_); }
 
 # Everything in a topic, as [partition, key, headers, payload] rows.
 sub consume {
 	my ($topic) = @_;
-	my ($out, $err) = ('', '');
-	IPC::Run::run(
-		[ 'kcat', '-b', $bootstrap, '-C', '-t', $topic, '-o', 'beginning', '-e', '-q',
-		  '-f', '%p\t%k\t%h\t%s\n' ],
-		'>', \$out, '2>', \$err, IPC::Run::timeout(60));
-	return [ map { [ split /\t/, $_, 4 ] } grep { length } split /\n/, $out ];
+	return [ map { [ split /\t/, $_, 4 ] } $mock->consume($topic, '%p\t%k\t%h\t%s\n') ];
 }
 
 sub header {
@@ -184,6 +167,5 @@ my $status = $node->safe_psql('postgres', q{SELECT state, unpublished, dead_lett
 is($status, 'idle|0|1', 'status: idle, nothing waiting, one dead letter');
 
 $node->stop;
-$mock_in .= "quit\n";
-$mock->finish;
+$mock->stop;
 done_testing();

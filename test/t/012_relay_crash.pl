@@ -6,34 +6,20 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use IPC::Run;
 
-my $mock_bin = $ENV{OUTBOX_KAFKA_MOCK} // 'tools/outbox_kafka_mock';
-plan skip_all => "no $mock_bin" unless -x $mock_bin;
+use FindBin;
+use lib $FindBin::Bin;
+use KafkaMock;
 
-my ($mock_in, $mock_out) = ('', '');
-my $mock = IPC::Run::start([$mock_bin, '1'], '<', \$mock_in, '>', \$mock_out, '2>', '/dev/null',
-	IPC::Run::timeout(600));
-$mock->pump until $mock_out =~ /\n/;
-my ($bootstrap) = $mock_out =~ /^(\S+)\n/;
-$mock_out = '';
+plan skip_all => 'no ' . KafkaMock::binary() unless -x KafkaMock::binary();
 
-sub mock {
-	my ($command) = @_;
-	$mock_in .= "$command\n";
-	$mock->pump until $mock_out =~ /\n/;
-	my $answer = $mock_out;
-	$mock_out = '';
-	chomp $answer;
-	is($answer, 'ok', "mock: $command");
-}
+my $mock = KafkaMock->start(1);
+my $bootstrap = $mock->bootstrap;
+sub mock { $mock->command(@_); }
 
 sub consumed_ids {
-	my ($out, $err) = ('', '');
-	IPC::Run::run([ 'kcat', '-b', $bootstrap, '-C', '-t', 'outbox.event.order', '-o', 'beginning', '-e', '-q', '-f', '%h\n' ],
-		'>', \$out, '2>', \$err, IPC::Run::timeout(60));
 	my %ids;
-	for my $line (split /\n/, $out) {
+	for my $line ($mock->consume('outbox.event.order', '%h\n')) {
 		$ids{$1}++ if $line =~ /(?:^|,)id=([0-9a-f-]{36})/;
 	}
 	return \%ids;
@@ -98,6 +84,5 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.events WHERE publi
 	'every event is marked published');
 
 $node->stop;
-$mock_in .= "quit\n";
-$mock->finish;
+$mock->stop;
 done_testing();

@@ -1,0 +1,54 @@
+# The Kafka mock cluster (test/tools/outbox_kafka_mock) for TAP tests: start it, send it
+# fault commands, read topics back with kcat.
+package KafkaMock;
+
+use strict;
+use warnings;
+use IPC::Run;
+use Test::More;
+
+# Where the tool is, relative to test/ (the TAP tests run from there).
+sub binary { return $ENV{OUTBOX_KAFKA_MOCK} // 'tools/outbox_kafka_mock'; }
+
+sub start {
+	my ($class, $brokers) = @_;
+	my $self = bless { in => '', out => '' }, $class;
+	$self->{run} = IPC::Run::start([ binary(), $brokers // 3 ],
+		'<', \$self->{in}, '>', \$self->{out}, '2>', '/dev/null', IPC::Run::timeout(900));
+	$self->{run}->pump until $self->{out} =~ /\n/;
+	($self->{bootstrap}) = $self->{out} =~ /^(\S+)\n/;
+	$self->{out} = '';
+	return $self;
+}
+
+sub bootstrap { return $_[0]->{bootstrap}; }
+
+# Sends one command and checks that the mock answered ok.
+sub command {
+	my ($self, $command) = @_;
+	$self->{in} .= "$command\n";
+	$self->{run}->pump until $self->{out} =~ /\n/;
+	my $answer = $self->{out};
+	$self->{out} = '';
+	chomp $answer;
+	is($answer, 'ok', "mock: $command");
+}
+
+# Every message of a topic, formatted by kcat's -f format.
+sub consume {
+	my ($self, $topic, $format) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run(
+		[ 'kcat', '-b', $self->{bootstrap}, '-C', '-t', $topic, '-o', 'beginning', '-e', '-q',
+		  '-f', $format ],
+		'>', \$out, '2>', \$err, IPC::Run::timeout(60));
+	return grep { length } split /\n/, $out;
+}
+
+sub stop {
+	my ($self) = @_;
+	$self->{in} .= "quit\n";
+	$self->{run}->finish;
+}
+
+1;
