@@ -1,6 +1,7 @@
 #include "sinks/null_sink.hpp"
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 
 namespace outbox::sinks {
@@ -9,10 +10,16 @@ namespace {
 
 class NullSink final : public Sink {
  public:
-  explicit NullSink(std::uint64_t fail_every) : fail_every_(fail_every) {}
+  NullSink(std::uint64_t fail_every, std::uint64_t throw_every)
+      : fail_every_(fail_every), throw_every_(throw_every) {}
 
   void send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
             std::chrono::milliseconds /*timeout*/) override {
+    ++sends_;
+    if (throw_every_ != 0 && sends_ % throw_every_ == 0) {
+      throw std::runtime_error("the null sink threw (throw_every=" +
+                               std::to_string(throw_every_) + ")");
+    }
     outcomes.resize(messages.size());
     for (Outcome& outcome : outcomes) {
       ++seen_;
@@ -28,17 +35,22 @@ class NullSink final : public Sink {
   }
 
   std::string describe() const override {
-    return fail_every_ == 0 ? "null" : "null fail_every=" + std::to_string(fail_every_);
+    std::string out = "null";
+    if (fail_every_ != 0) out += " fail_every=" + std::to_string(fail_every_);
+    if (throw_every_ != 0) out += " throw_every=" + std::to_string(throw_every_);
+    return out;
   }
 
  private:
   std::uint64_t fail_every_;
+  std::uint64_t throw_every_;
   std::uint64_t seen_ = 0;
+  std::uint64_t sends_ = 0;
 };
 
-std::uint64_t parse_fail_every(const std::string& value) {
+std::uint64_t parse_every(const std::string& name, const std::string& value) {
   const std::string error =
-      "null sink: fail_every must be a whole number >= 1, not \"" + value + "\"";
+      "null sink: " + name + " must be a whole number >= 1, not \"" + value + "\"";
   if (value.empty() || value.size() > 18) throw ConfigError(error);
   std::uint64_t n = 0;
   for (char c : value) {
@@ -53,14 +65,18 @@ std::uint64_t parse_fail_every(const std::string& value) {
 
 std::unique_ptr<Sink> create_null_sink(const Options& options) {
   std::uint64_t fail_every = 0;
+  std::uint64_t throw_every = 0;
   for (const auto& [name, value] : options) {
     if (name == "fail_every") {
-      fail_every = parse_fail_every(value);
+      fail_every = parse_every(name, value);
+    } else if (name == "throw_every") {
+      throw_every = parse_every(name, value);
     } else {
-      throw ConfigError("null sink: unknown option \"" + name + "\" (known: fail_every)");
+      throw ConfigError("null sink: unknown option \"" + name +
+                        "\" (known: fail_every, throw_every)");
     }
   }
-  return std::make_unique<NullSink>(fail_every);
+  return std::make_unique<NullSink>(fail_every, throw_every);
 }
 
 }  // namespace outbox::sinks

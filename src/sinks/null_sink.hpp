@@ -5,6 +5,8 @@
 //   fail_every   N >= 1: every Nth message this sink instance sees (the Nth, the 2Nth, ...,
 //                counted across send() calls) is rejected (Delivery::kRejected) instead of
 //                acknowledged; for testing attempt counting and dead-letter handling.
+//   throw_every  N >= 1: every Nth send() call throws std::runtime_error instead, as a buggy
+//                sink would; for testing that the relay survives it.
 // Any other option is a ConfigError.
 #pragma once
 

@@ -111,6 +111,21 @@ wait_published(q{aggregatetype = 'mixed'}, 'requeued events are delivered');
 is_deeply(ids(q{SELECT id FROM outbox.events WHERE aggregatetype = 'mixed' AND published_at IS NOT NULL}),
 	[ sort @mixed ], 'every mixed event is published in the end');
 
+# A sink that throws (as a buggy sink would): the relay backs off and retries, every event
+# is delivered, and the server is not restarted.
+my $started = $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
+$node->safe_psql('postgres', q{SELECT outbox.configure_sink('null', '{"throw_every": 2}')});
+my @thrown;
+for my $i (1 .. 10) {
+	push @thrown, $node->safe_psql('postgres', qq{SELECT outbox.enqueue('thrown', '$i', 'T', '{}')});
+}
+wait_published(q{aggregatetype = 'thrown'}, 'a throwing sink: all delivered after retries');
+like($node->safe_psql('postgres', q{SELECT last_error FROM outbox.status}), qr/null sink threw/,
+	'a throwing sink: the error is reported');
+is($node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()'), $started,
+	'a throwing sink: the server was not restarted');
+$node->safe_psql('postgres', q{SELECT outbox.configure_sink('null')});
+
 # Bad configuration is refused with a clear error, and the running sink is kept.
 ($rc, $out, $err) = $node->psql('postgres', q{SELECT outbox.configure_sink('nope')});
 like($err, qr/no sink named "nope"/, 'unknown sink refused');

@@ -130,6 +130,10 @@ ok( $node->poll_query_until('postgres', q{SELECT state = 'backoff' AND last_erro
 	'outage: the relay backs off and says why');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.events WHERE payload->>'tag' = 'outage' AND published_at IS NOT NULL}),
 	'0', 'outage: nothing is marked published while the brokers are down');
+ok( $node->poll_query_until('postgres',
+		q{SELECT s.state = 'backoff' AND a.state = 'idle' AND a.backend_xmin IS NULL
+		    FROM outbox.status s, pg_stat_activity a WHERE a.backend_type = 'outbox relay'}),
+	'outage: while it backs off the relay holds no transaction and no snapshot');
 mock('up -1');
 wait_all_published('outage: all published after the brokers return');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.events WHERE attempts > 0}),

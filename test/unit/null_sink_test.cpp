@@ -75,3 +75,17 @@ TEST(NullSink, BadOptions) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(NullSink, ThrowEveryThrowsFromSend) {
+  auto sink = outbox::sinks::create_null_sink({{"throw_every", "2"}});
+  EXPECT_EQ(sink->describe(), "null throw_every=2");
+  std::vector<outbox::sinks::Outcome> outcomes(3);
+  EXPECT_NO_THROW(sink->send(batch(3), outcomes, std::chrono::milliseconds(0)));
+  EXPECT_THROW(sink->send(batch(3), outcomes, std::chrono::milliseconds(0)), std::runtime_error);
+  EXPECT_NO_THROW(sink->send(batch(3), outcomes, std::chrono::milliseconds(0)));
+  EXPECT_THROW(outbox::sinks::create_null_sink({{"throw_every", "0"}}), outbox::sinks::ConfigError);
+}
+
+}  // namespace
