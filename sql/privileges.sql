@@ -10,7 +10,8 @@ SELECT p.proname
  WHERE p.pronamespace = 'outbox'::regnamespace
    AND has_function_privilege('app_nobody', p.oid, 'EXECUTE')
  ORDER BY 1;
--- Every function pins search_path.
+-- Every function pins search_path, except the two C entry points on the hot path, whose
+-- only SQL is a schema-qualified INSERT without operator or function names (see below).
 SELECT p.proname
   FROM pg_proc p
  WHERE p.pronamespace = 'outbox'::regnamespace
@@ -39,6 +40,27 @@ SELECT * FROM outbox._create_partition(now(), now() + interval '1 day');
 RESET ROLE;
 
 SELECT count(*) AS written_by_app FROM outbox.events WHERE aggregateid = 'granted';
+
+-- A hostile search_path cannot redirect enqueue: a look-alike table (also in pg_temp) and
+-- look-alike functions in schemas the caller puts first change nothing. (The cached plan
+-- is parsed again under the new search_path, so this is a real test of name lookup.)
+CREATE SCHEMA trap;
+GRANT USAGE, CREATE ON SCHEMA trap TO app_writer;
+SET ROLE app_writer;
+CREATE TABLE trap.events (id uuid, aggregatetype text, aggregateid text, type text, payload jsonb,
+                          headers jsonb, created_at timestamptz, part_at timestamptz);
+CREATE FUNCTION trap.nextval(regclass) RETURNS bigint LANGUAGE sql AS 'SELECT -1::bigint';
+CREATE FUNCTION trap.varchar(text, integer, boolean) RETURNS text LANGUAGE sql AS 'SELECT ''hijacked''';
+SET search_path = trap, pg_catalog, public;
+CREATE TEMP TABLE events (id uuid);
+SET search_path = pg_temp, trap, pg_catalog, public;
+SELECT outbox.enqueue('order', 'hostile', 'OrderCreated', '{"ok": true}') IS NOT NULL AS enqueued;
+SELECT cardinality(outbox.enqueue_batch('[{"aggregatetype": "order", "aggregateid": "hostile", "type": "t", "payload": {"ok": true}}]')) AS batch;
+RESET search_path;
+SELECT count(*) AS in_trap FROM trap.events;
+RESET ROLE;
+SELECT aggregateid, payload, seq > 0 AS real_seq FROM outbox.events WHERE aggregateid = 'hostile' ORDER BY seq;
+DROP SCHEMA trap CASCADE;
 
 -- A role without the grant is refused, even with access to the schema.
 GRANT USAGE ON SCHEMA outbox TO app_nobody;
