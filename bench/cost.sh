@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # What an outbox row costs the writer: the article's cost block, reproduced with pgbench.
 #
-# Every variant runs in the same cluster, in the same run, in interleaved rounds (the order
-# of the variants rotates each round), so that drift of the machine (this is a VM whose
-# fsync time wanders) hits all of them alike. Reported: median tps per variant and the cost
-# of one business operation relative to the order-only transaction, as the median of the
-# per-round ratios (paired by round).
+# Every variant runs in the same cluster and in the same pgbench runs: each run mixes the
+# variants transaction by transaction (pgbench picks a script at random for every
+# transaction), so that all of them meet the same disk at the same moments. This VM's fsync
+# time wanders by tens of percent from one second to the next; separate runs per variant,
+# even interleaved, left +-15 points of noise on the ratios. Reported: the median latency of
+# one business operation per variant and its cost relative to the order-only transaction,
+# as the median of the per-round ratios.
 #
 # Two transaction shapes:
 #   interactive  BEGIN; INSERT order; [event]; COMMIT  -- one statement per round trip,
@@ -15,18 +17,22 @@
 # Variants: order-only, order + outbox.enqueue(), order + hand INSERT into the article's
 # bigserial table (with its partial index), and order and event in separate transactions.
 #
-# Then a diagnostic block, no fsync and no round trips involved: the server CPU of one
-# event, written 20-30k times in a PL/pgSQL loop, by each way of writing it.
+# With one client, the interactive trio runs once more with synchronous_commit = off for
+# the transaction: CPU and round trips only. Then two diagnostic blocks on where
+# enqueue()'s time goes: the server CPU of one event written 30k times in a PL/pgSQL loop,
+# by each way of writing it; and one event per autocommit transaction (no fsync wait),
+# including enqueue()'s C function declared without its SET search_path clause.
 #
-#   bash bench/cost.sh            # full: 5 rounds x 3 s per variant, 1 and 4 clients
+#   bash bench/cost.sh            # full: 6 rounds of 8 s mixed runs, 1 and 4 clients (~3 min)
 #   QUICK=1 bash bench/cost.sh    # about a minute
 set -euo pipefail
+# shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 if [ "$QUICK" = 1 ]; then
-  ROUNDS=${ROUNDS:-3}; SECONDS_PER_RUN=${SECONDS_PER_RUN:-1}; DIAG_CALLS=10000; DIAG_ROUNDS=3
+  ROUNDS=${ROUNDS:-3}; MIX_SECONDS=4; ASYNC_SECONDS=2; DIAG_CALLS=5000; DIAG_ROUNDS=3
 else
-  ROUNDS=${ROUNDS:-5}; SECONDS_PER_RUN=${SECONDS_PER_RUN:-3}; DIAG_CALLS=30000; DIAG_ROUNDS=5
+  ROUNDS=${ROUNDS:-6}; MIX_SECONDS=8; ASYNC_SECONDS=4; DIAG_CALLS=30000; DIAG_ROUNDS=5
 fi
 CLIENTS=${CLIENTS:-"1 4"}
 
@@ -115,7 +121,16 @@ INSERT INTO outbox_naive (aggregatetype, aggregateid, type, payload)
 SELECT 'order', o.id::text, 'OrderPlaced', $(payload o.id) FROM o;
 EOF
 
-VARIANTS="order enqueue naive separate order1 enqueue1 naive1"
+# The same three with synchronous_commit = off for the transaction (the commit does not
+# wait for its fsync): what is left is CPU and round trips, which is where enqueue() and
+# the hand INSERT can differ; fsync noise is out of the picture.
+for v in order enqueue naive; do
+  sed 's/^BEGIN;$/BEGIN;\nSET LOCAL synchronous_commit = off;/' "$BENCH_WORK/$v.sql" |
+    bench_file "${v}_async.sql" >/dev/null
+done
+
+MIX="order enqueue naive separate order1 enqueue1 naive1"
+MIX_ASYNC="order_async enqueue_async naive_async"   # with one client only
 declare -A LABEL=(
   [order]="interactive: order only (baseline)"
   [enqueue]="interactive: order + outbox.enqueue()"
@@ -124,58 +139,76 @@ declare -A LABEL=(
   [order1]="one-stmt:    order only (baseline)"
   [enqueue1]="one-stmt:    order + outbox.enqueue()"
   [naive1]="one-stmt:    order + hand INSERT (bigserial table)"
+  [order_async]="no fsync wait: order only (baseline)"
+  [enqueue_async]="no fsync wait: order + outbox.enqueue()"
+  [naive_async]="no fsync wait: order + hand INSERT"
 )
 declare -A BASE=([order]=order [enqueue]=order [naive]=order [separate]=order
-                 [order1]=order1 [enqueue1]=order1 [naive1]=order1)
+                 [order1]=order1 [enqueue1]=order1 [naive1]=order1
+                 [order_async]=order_async [enqueue_async]=order_async [naive_async]=order_async)
 
-results="$BENCH_WORK/results.txt"   # clients round variant tps
+# mix CLIENTS ROUND SECONDS VARIANTS...: one pgbench run that picks one of the variants at
+# random for every transaction (equal weights), so that all of them meet the same disk at
+# the same moments; appends "clients round variant latency_ms tps" per variant.
+results="$BENCH_WORK/results.txt"
 : >"$results"
-# Warm-up: caches, plan caches, the first pages of each table.
-for v in $VARIANTS; do pgb -n -M prepared -c 1 -T 1 -f "$BENCH_WORK/$v.sql" >/dev/null 2>&1; done
-
-read -r -a vlist <<<"$VARIANTS"
-n=${#vlist[@]}
-for c in $CLIENTS; do
+mix() {
+  local c=$1 r=$2 secs=$3 j
+  shift 3
   j=$((c < 2 ? c : 2))
-  for r in $(seq 1 "$ROUNDS"); do
-    printf '   clients=%s round %s/%s:' "$c" "$r" "$ROUNDS"
-    for k in $(seq 0 $((n - 1))); do
-      v=${vlist[$(((k + r - 1) % n))]}
-      out="$BENCH_WORK/out.$v.$c.$r"
-      if ! pgb -n -M prepared -c "$c" -j "$j" -T "$SECONDS_PER_RUN" -f "$BENCH_WORK/$v.sql" >"$out" 2>&1; then
-        cat "$out"; exit 1
-      fi
-      tps=$(pgbench_tps "$out")
-      echo "$c $r $v $tps" >>"$results"
-      printf ' %s=%.0f' "$v" "$tps"
-    done
-    echo
+  local args=() v
+  for v in "$@"; do args+=(-f "$BENCH_WORK/$v.sql@1"); done
+  local out="$BENCH_WORK/out.$c.$r.$1"
+  if ! pgb -n -M prepared -c "$c" -j "$j" -T "$secs" "${args[@]}" >"$out" 2>&1; then
+    cat "$out"; exit 1
+  fi
+  awk -v c="$c" -v r="$r" '
+    /^SQL script [0-9]+: / { n = $NF; sub(/.*\//, "", n); sub(/\.sql$/, "", n); tps = "" }
+    / - [0-9]+ transactions .*tps = / { t = $0; sub(/.*tps = /, "", t); sub(/\).*/, "", t); tps = t }
+    / - latency average = / { if (n != "") print c, r, n, $5, tps }' "$out" >>"$results"
+}
+
+# Warm-up: caches, plan caches, the first pages of each table.
+for v in $MIX $MIX_ASYNC; do pgb -n -M prepared -c 1 -T 1 -f "$BENCH_WORK/$v.sql" >/dev/null 2>&1; done
+
+for r in $(seq 1 "$ROUNDS"); do
+  for c in $CLIENTS; do
+    mix "$c" "$r" "$MIX_SECONDS" $MIX
+    [ "$c" = 1 ] && mix 1 "$r" "$ASYNC_SECONDS" $MIX_ASYNC
   done
+  printf '   round %s/%s:' "$r" "$ROUNDS"
+  awk -v r="$r" '$2 == r { printf " c%s/%s=%.0fus", $1, $3, $4 * 1000 }' "$results"
+  echo
 done
 
 echo
-echo "-- results: median tps over $ROUNDS rounds of ${SECONDS_PER_RUN}s; cost = time per business"
-echo "   operation vs the baseline of the same shape (median of per-round ratios)"
-declare -A MED OVER
+echo "-- results: $ROUNDS rounds; in each, one pgbench run of ${MIX_SECONDS}s per client count mixes the"
+echo "   variants transaction by transaction (no-fsync-wait trio: its own ${ASYNC_SECONDS}s run). us/op ="
+echo "   median latency of one business operation; +us = minus the baseline's; cost = latency vs"
+echo "   the baseline of the same shape, median of the per-round ratios"
+declare -A OVER
 for c in $CLIENTS; do
   echo
   echo "   clients=$c"
-  printf '   %-55s %9s %9s %9s %10s\n' variant "tps(med)" min max "cost"
-  for v in $VARIANTS; do
+  printf '   %-55s %9s %9s %9s %8s %10s\n' variant "us/op" min max "+us" "cost"
+  vs=$MIX
+  [ "$c" = 1 ] && vs="$MIX $MIX_ASYNC"
+  for v in $vs; do
     b=${BASE[$v]}
-    med=$(awk -v c="$c" -v v="$v" '$1 == c && $3 == v { print $4 }' "$results" | median)
-    min=$(awk -v c="$c" -v v="$v" '$1 == c && $3 == v { print $4 }' "$results" | sort -g | head -n 1)
-    max=$(awk -v c="$c" -v v="$v" '$1 == c && $3 == v { print $4 }' "$results" | sort -g | tail -n 1)
-    # per-round ratio baseline_tps / variant_tps = time per operation relative to baseline
+    col() { awk -v c="$c" -v v="$1" '$1 == c && $3 == v { print $4 * 1000 }' "$results"; }
+    med=$(col "$v" | median)
+    min=$(col "$v" | sort -g | head -n 1)
+    max=$(col "$v" | sort -g | tail -n 1)
+    bmed=$(col "$b" | median)
     rat=$(awk -v c="$c" -v v="$v" -v b="$b" '$1 == c && $3 == v { t[$2] = $4 } $1 == c && $3 == b { s[$2] = $4 }
-          END { for (r in t) if (r in s) print s[r] / t[r] }' "$results" | median)
-    MED[$c.$v]=$med
+          END { for (r in t) if (r in s) print t[r] / s[r] }' "$results" | median)
     OVER[$c.$v]=$rat
     if [ "$v" = "$b" ]; then cost="1.00x"
     elif [ "$v" = separate ]; then cost=$(printf '%.2fx' "$rat")
     else cost=$(awk -v x="$rat" 'BEGIN { printf "%+.1f%%", 100 * (x - 1) }')
     fi
-    printf '   %-55s %9.0f %9.0f %9.0f %10s\n' "${LABEL[$v]}" "$med" "$min" "$max" "$cost"
+    printf '   %-55s %9.0f %9.0f %9.0f %8.0f %10s\n' "${LABEL[$v]}" "$med" "$min" "$max" \
+      "$(awk -v a="$med" -v b="$bmed" 'BEGIN { print a - b }')" "$cost"
   done
 done
 
@@ -190,18 +223,22 @@ EOF
 declare -A DIAG=(
   [a_loop]="PERFORM i"
   [b_enqueue]="PERFORM outbox.enqueue('order', i::text, 'OrderPlaced', p)"
+  [b_enqueue_id]="PERFORM outbox.enqueue('order', i::text, 'OrderPlaced', p, NULL, lpad(to_hex(i), 32, '0')::uuid)"
   [c_naive]="INSERT INTO outbox_naive (aggregatetype, aggregateid, type, payload) VALUES ('order', i::text, 'OrderPlaced', p)"
   [d_events]="INSERT INTO outbox.events (id, aggregatetype, aggregateid, type, payload, created_at, part_at) VALUES (lpad(to_hex(i), 32, '0')::uuid, 'order', i::text, 'OrderPlaced', p, now(), now())"
   [e_unpart]="INSERT INTO events_unpartitioned (id, aggregatetype, aggregateid, type, payload, created_at, part_at) VALUES (lpad(to_hex(i), 32, '0')::uuid, 'order', i::text, 'OrderPlaced', p, now(), now())"
   [f_uuid]="PERFORM lpad(to_hex(i), 32, '0')::uuid"
+  [g_random]="PERFORM gen_random_uuid()"
 )
 declare -A DIAG_LABEL=(
   [a_loop]="empty loop iteration"
   [b_enqueue]="outbox.enqueue() (C, SPI, SECURITY DEFINER)"
+  [b_enqueue_id]="outbox.enqueue() given the id (no random bytes drawn)"
   [c_naive]="INSERT into the bigserial table (7 cols, 2 indexes)"
   [d_events]="INSERT straight into outbox.events (partitioned)"
   [e_unpart]="INSERT into an unpartitioned copy of outbox.events"
-  [f_uuid]="  (making the id for the two rows above)"
+  [f_uuid]="  (making the id for the rows above that are given one)"
+  [g_random]="gen_random_uuid(): 16 bytes from pg_strong_random()"
 )
 diag="$BENCH_WORK/diag.txt"
 : >"$diag"
@@ -218,6 +255,49 @@ done
 row_enq=$(sqlv "SELECT round(avg(pg_column_size(e.*))) FROM (SELECT * FROM outbox.events LIMIT 1000) e")
 row_nai=$(sqlv "SELECT round(avg(pg_column_size(n.*))) FROM (SELECT * FROM outbox_naive LIMIT 1000) n")
 echo "   row size: outbox.events ${row_enq} bytes, bigserial table ${row_nai} bytes (pg_column_size of the row)"
+
+echo
+echo "-- diagnostic: one event per autocommit transaction, no fsync wait, mixed in one pgbench run"
+echo "   ($DIAG_ROUNDS rounds of ${ASYNC_SECONDS}s; median microseconds per transaction, round trip included)"
+# enqueue_noset: the same C function as outbox.enqueue(), declared without SECURITY DEFINER
+# and without its SET search_path clause: what that clause costs per call.
+sql <<'EOF'
+CREATE FUNCTION public.enqueue_noset(text, text, text, jsonb, jsonb DEFAULT NULL, uuid DEFAULT NULL)
+RETURNS uuid AS 'outbox', 'outbox_enqueue' LANGUAGE C VOLATILE;
+EOF
+P1="'{\"order_id\": 1, \"customer_id\": 2, \"total\": \"557.99\", \"currency\": \"EUR\", \"items\": [{\"sku\": \"SKU-70801\", \"qty\": 9}], \"placed_at\": \"2026-11-29 22:02:10.967648+00\"}'::jsonb"
+declare -A TX=(
+  [t1_select]="SELECT :n;"
+  [t2_naive]="INSERT INTO outbox_naive (aggregatetype, aggregateid, type, payload) VALUES ('order', :n::text, 'OrderPlaced', $P1);"
+  [t3_direct]="INSERT INTO outbox.events (id, aggregatetype, aggregateid, type, payload, created_at, part_at) VALUES (gen_random_uuid(), 'order', :n::text, 'OrderPlaced', $P1, now(), now());"
+  [t4_noset]="SELECT public.enqueue_noset('order', :n::text, 'OrderPlaced', $P1);"
+  [t5_enqueue]="SELECT outbox.enqueue('order', :n::text, 'OrderPlaced', $P1);"
+)
+declare -A TX_LABEL=(
+  [t1_select]="SELECT :n (the round trip and an empty transaction)"
+  [t2_naive]="hand INSERT into the bigserial table"
+  [t3_direct]="INSERT straight into outbox.events (gen_random_uuid id)"
+  [t4_noset]="enqueue()'s C function without SET search_path"
+  [t5_enqueue]="outbox.enqueue() as installed"
+)
+tx_args=()
+for t in $(printf '%s\n' "${!TX[@]}" | sort); do
+  printf '\\set n random(1, 1000000000)\n%s\n' "${TX[$t]}" | bench_file "$t.sql" >/dev/null
+  tx_args+=(-f "$BENCH_WORK/$t.sql@1")
+done
+tx="$BENCH_WORK/tx.txt"
+: >"$tx"
+for r in $(seq 1 "$DIAG_ROUNDS"); do
+  as_postgres env PGOPTIONS="-c synchronous_commit=off" pgbench -h "$BENCH_WORK" -p "$BENCH_PORT" -n \
+    -M prepared -c 1 -T "$ASYNC_SECONDS" "${tx_args[@]}" "$BENCH_DB" 2>&1 |
+    awk '/^SQL script [0-9]+: / { n = $NF; sub(/.*\//, "", n); sub(/\.sql$/, "", n) }
+         / - latency average = / { print n, $5 * 1000 }' >>"$tx"
+done
+sel=$(awk '$1 == "t1_select" { print $2 }' "$tx" | median)
+for t in $(printf '%s\n' "${!TX[@]}" | sort); do
+  us=$(awk -v t="$t" '$1 == t { print $2 }' "$tx" | median)
+  printf '   %-55s %6.1f us  (%+.1f)\n' "${TX_LABEL[$t]}" "$us" "$(awk -v a="$us" -v b="$sel" 'BEGIN { print a - b }')"
+done
 
 echo
 echo "-- targets (interactive shape, the article's)"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for the storage-layer benchmarks; sourced by bench/*.sh.
 #
 # Each benchmark starts its own throwaway PostgreSQL cluster as the postgres user, in a
@@ -47,6 +48,11 @@ bench_start() {
     echo "shared_buffers = 512MB"
     echo "max_wal_size = 4GB"
     echo "checkpoint_timeout = 30min"
+    # Preloaded: the relay's settings (outbox.workers and others) can only be defined at
+    # server start. No relay worker runs here: these benchmarks measure the storage layer,
+    # and a relay would publish and poll the events under test.
+    echo "shared_preload_libraries = 'outbox'"
+    echo "outbox.workers = 0"
     echo "log_min_messages = warning"
     echo "logging_collector = off"
     local line
@@ -119,8 +125,79 @@ verdict() {
   if [ "$2" = 1 ]; then echo "MET     $1"; else echo "MISSED  $1"; fi
 }
 
+# cpu_busy_pct: percent of all CPUs busy over one second (from /proc/stat).
+cpu_busy_pct() {
+  local a b
+  a=$(head -n 1 /proc/stat)
+  sleep 1
+  b=$(head -n 1 /proc/stat)
+  awk -v a="$a" -v b="$b" 'BEGIN {
+    n = split(a, x, " "); split(b, y, " ")
+    for (i = 2; i <= n; i++) { d = y[i] - x[i]; tot += d; if (i == 5 || i == 6) idle += d }
+    printf "%d", (tot > 0) ? 100 * (tot - idle) / tot : 0 }'
+}
+
+# bench_wait_quiet SECONDS: wait (at most SECONDS) until the CPU has been under 10 % busy
+# for 3 one-second samples in a row. For shared machines: WAIT_QUIET=300 bash bench/...
+bench_wait_quiet() {
+  local deadline=$(($(date +%s) + $1)) quiet=0
+  while [ "$(date +%s)" -lt "$deadline" ]; do
+    if [ "$(cpu_busy_pct)" -lt 10 ]; then quiet=$((quiet + 1)); else quiet=0; fi
+    [ "$quiet" -ge 3 ] && return 0
+  done
+  echo "   (WAIT_QUIET: the machine did not go quiet within $1 s; running anyway)"
+}
+
 bench_header() {
+  [ "${WAIT_QUIET:-0}" -gt 0 ] && bench_wait_quiet "$WAIT_QUIET"
   echo "== $1"
   echo "   $(pg_config --version), $(nproc) cores, fsync=on, synchronous_commit=on, QUICK=$QUICK"
-  echo "   host: $(uname -srm)"
+  echo "   host: $(uname -srm); $(date -u '+%Y-%m-%d %H:%M UTC')"
+  local so
+  so="$(pg_config --pkglibdir)/outbox.so"
+  local busy
+  busy=$(cpu_busy_pct)
+  echo "   CPU busy before start (other processes, 1 s sample): ${busy}%"
+  if [ "$busy" -ge 15 ]; then
+    echo "   WARNING: something else is using the CPU; these numbers will be noisy"
+  fi
+  echo "   outbox: tree $(git -C "$BENCH_REPO" describe --always --dirty 2>/dev/null || echo '?'), installed $so" \
+       "$(date -u -r "$so" '+%Y-%m-%d %H:%M UTC' 2>/dev/null) md5 $(md5sum "$so" 2>/dev/null | cut -c1-8)"
+}
+
+# history_sql: SQL that creates history(n, lo, hi): n order events with times spread over
+# [lo, hi), a UUIDv7-shaped id (time in the first 48 bits, so that the id index grows at
+# its right edge as it does with outbox.enqueue()) and a ~200-byte OrderPlaced payload.
+history_sql() {
+  cat <<'EOF_SQL'
+CREATE FUNCTION history(n integer, lo timestamptz, hi timestamptz)
+RETURNS TABLE (id uuid, aggregateid text, payload jsonb, ts timestamptz)
+LANGUAGE sql AS $$
+  SELECT (lpad(to_hex((extract(epoch FROM t) * 1000)::bigint), 12, '0') || '7'
+          || substr(md5(g::text), 1, 3) || '8' || substr(md5(g::text), 4, 15))::uuid,
+         (g % 100000 + 1)::text,
+         jsonb_build_object('order_id', g, 'customer_id', g % 100000 + 1,
+                            'total', (g % 1000) || '.99', 'currency', 'EUR',
+                            'items', jsonb_build_array(jsonb_build_object('sku', 'SKU-' || (g % 99999),
+                                                                          'qty', g % 9 + 1)),
+                            'placed_at', t),
+         t
+    FROM (SELECT g, lo + (hi - lo) * ((g - 1)::float8 / n) AS t FROM generate_series(1, n) g) s
+$$;
+EOF_SQL
+}
+
+# The article's hand-made outbox table: Debezium's columns with a bigserial id.
+naive_table_sql() {  # name
+  cat <<EOF_SQL
+CREATE TABLE $1 (
+    id            bigserial PRIMARY KEY,
+    aggregatetype varchar(255),
+    aggregateid   varchar(255),
+    type          varchar(255),
+    payload       jsonb,
+    created_at    timestamptz DEFAULT now(),
+    published_at  timestamptz
+);
+EOF_SQL
 }
