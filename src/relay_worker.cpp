@@ -481,7 +481,6 @@ class Relay {
       }
     }
 
-    counters_.state = WorkerState::kSending;
     publish(WorkerState::kSending);
     guard([&] {
       pgstat_report_activity(STATE_RUNNING, psprintf("outbox relay: sending %d events to %s",
