@@ -149,7 +149,18 @@ class Relay {
       if (now < counters_.backoff_until) {
         return static_cast<int>((counters_.backoff_until - now) / 1000) + 1;
       }
+      // Under a stream of small commits every one of them wakes the relay, and a batch per
+      // commit costs CPU that writers need. Starting batches at most every
+      // outbox.min_batch_interval lets the next ones gather; an idle relay still starts at
+      // once.
+      const TimestampTz gather_until =
+          last_batch_start_ + static_cast<TimestampTz>(settings.min_batch_interval_us);
+      if (last_batch_was_small_ && now < gather_until) {
+        guard([&] { pg_usleep(gather_until - now); });
+      }
+      last_batch_start_ = guard([] { return GetCurrentTimestamp(); });
       BatchResult result = run_batch();
+      last_batch_was_small_ = !result.full;
       if (result.unavailable > 0) return back_off(result.first_error);
       failures_ = 0;
       counters_.backoff_until = 0;
@@ -564,6 +575,8 @@ class Relay {
   WorkerCounters counters_{};
   SPIPlanPtr fetch_plan_ = nullptr;
   int64 resume_after_seq_ = -1;
+  TimestampTz last_batch_start_ = 0;
+  bool last_batch_was_small_ = false;
   TimestampTz last_full_scan_ = 0;
   boost::container::flat_map<Oid, SPIPlanPtr> mark_plans_;
   boost::container::flat_map<Oid, SPIPlanPtr> reject_plans_;

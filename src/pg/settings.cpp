@@ -20,6 +20,7 @@ Settings settings = {
     /* retry_backoff_min_ms */ 100,
     /* retry_backoff_max_ms */ 60 * 1000,
     /* wake_at_commit */ true,
+    /* min_batch_interval_us */ 2000,
 };
 
 void define_settings() {
@@ -91,6 +92,13 @@ void define_settings() {
       &settings.retry_backoff_max_ms, settings.retry_backoff_max_ms, 1, 24 * 3600 * 1000,
       PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr, nullptr);
 
+  DefineCustomIntVariable(
+      "outbox.min_batch_interval",
+      "Shortest time between the starts of two batches that are not full, in microseconds.",
+      "Commits arriving meanwhile gather into one batch instead of one batch each, which "
+      "saves the CPU writers need. An idle relay starts at once. 0 disables it.",
+      &settings.min_batch_interval_us, settings.min_batch_interval_us, 0, 1000000, PGC_SIGHUP, 0,
+      nullptr, nullptr, nullptr);
   DefineCustomBoolVariable(
       "outbox.wake_at_commit", "Wake the relay when a transaction that enqueued commits.",
       "Off leaves only the outbox.poll_interval fallback (for measurements).",
