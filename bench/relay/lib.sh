@@ -1,0 +1,182 @@
+# shellcheck shell=bash
+# Shared helpers for the relay benchmarks (bench/relay/*.sh); sourced, not run.
+#
+# Reuses bench/lib.sh for its generic helpers (sql, sqlv, bench_file, median, verdict,
+# bench_header, ...) but starts its own kind of cluster: unlike the storage benchmarks,
+# these need the relay worker running (outbox.workers = 1), so the cluster is started with
+# scripts/pg-env.sh's start_cluster (127.0.0.1 and a unix socket in the work directory).
+# Everything runs in the database "postgres", the relay's outbox.database.
+#
+# Each script: relay_start PORT [extra postgresql.conf lines] -> cluster + extension +
+# relay worker up; mock_start -> the Kafka mock (librdkafka's mock cluster, 1 broker, on
+# 127.0.0.1), BOOTSTRAP set. On exit (any path) relay_cleanup stops what was started here,
+# by pid, and removes the work directory (BENCH_KEEP=1 keeps it).
+
+RELAY_BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../lib.sh
+. "$RELAY_BENCH_DIR/../lib.sh"
+
+BENCH_DB=postgres
+# Debian's python3 (it has python3-psycopg); a pyenv python3 earlier in PATH has not.
+PY=${PY:-/usr/bin/python3}
+MOCK_BIN="$BENCH_REPO/test/tools/outbox_kafka_mock"
+MOCK_PID=""
+BOOTSTRAP=""
+RELAY_EXTRA_PIDS=""   # other background processes a script started (killed at exit)
+
+relay_cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if [ -n "${RELAY_SO_MD5:-}" ] && [ "$(relay_so_md5)" != "$RELAY_SO_MD5" ]; then
+    echo "WARNING: $(pg_config --pkglibdir)/outbox.so was replaced while this benchmark ran" \
+         "(make install elsewhere?): a server that loads the new file can crash, and numbers" \
+         "after that moment are not comparable. Run it again." >&2
+  fi
+  local p
+  for p in $RELAY_EXTRA_PIDS; do
+    kill "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  done
+  if [ -n "$BENCH_WORK" ] && [ -d "$BENCH_WORK" ]; then
+    if [ -f "$BENCH_WORK/data/postmaster.pid" ]; then
+      as_postgres pg_ctl -D "$BENCH_WORK/data" -m immediate -w stop >/dev/null 2>&1 || true
+    fi
+  fi
+  if [ -n "$MOCK_PID" ]; then
+    exec 9>&- 2>/dev/null || true       # end of input: the mock stops
+    local i
+    for i in $(seq 50); do kill -0 "$MOCK_PID" 2>/dev/null || break; sleep 0.1; done
+    kill "$MOCK_PID" 2>/dev/null || true
+    wait "$MOCK_PID" 2>/dev/null || true
+  fi
+  if [ -n "$BENCH_WORK" ] && [ -d "$BENCH_WORK" ]; then
+    if [ "${BENCH_KEEP:-0}" = 1 ]; then
+      echo "(BENCH_KEEP=1: left $BENCH_WORK)" >&2
+    else
+      rm -rf "$BENCH_WORK"
+    fi
+  fi
+  return $rc
+}
+
+# relay_so_md5: checksum and time of the installed libraries (a make install elsewhere during
+# a run replaces them under the running server).
+relay_so_md5() {
+  local d
+  d=$(pg_config --pkglibdir)
+  stat -c '%Y %i' "$d/outbox.so" "$d/outbox_sink_null.so" "$d/outbox_sink_kafka.so" 2>/dev/null | md5sum | cut -c1-8
+}
+RELAY_SO_MD5=$(relay_so_md5)
+
+# relay_start PORT [extra postgresql.conf lines...]: a throwaway cluster with outbox
+# preloaded and one relay worker in the database postgres; CREATE EXTENSION; waits until
+# the worker is attached. Sets BENCH_WORK, BENCH_PORT, RB_DSN, RELAY_PID.
+#
+# The server runs on a private snapshot of the installed outbox libraries: a `make install`
+# elsewhere during a run (other work on this machine) rewrites them in place, and a server
+# that has them mapped then crashes. The snapshot is bind-mounted over the installed files
+# in a mount namespace of the server's own (unshare -m, root only); elsewhere nothing
+# changes. Without unshare the server uses the installed files (start_cluster).
+relay_start() {
+  BENCH_PORT=$1
+  shift
+  BENCH_WORK=$(make_workdir)
+  trap relay_cleanup EXIT
+  trap 'exit 130' INT TERM
+  local conf=(
+    "shared_preload_libraries = 'outbox'"
+    "outbox.database = 'postgres'"
+    "outbox.workers = 1"
+    "fsync = on"
+    "synchronous_commit = on"
+    "shared_buffers = 512MB"
+    "max_wal_size = 4GB"
+    "checkpoint_timeout = 30min"
+    "max_connections = 100"
+    "$@")
+  local libdir f binds=""
+  libdir=$(pg_config --pkglibdir)
+  if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && [ "${RELAY_PRIVATE_LIBS:-1}" = 1 ]; then
+    mkdir -p "$BENCH_WORK/lib"
+    for f in outbox.so outbox_sink_null.so outbox_sink_kafka.so; do
+      cp "$libdir/$f" "$BENCH_WORK/lib/$f"
+      binds="$binds mount --bind '$BENCH_WORK/lib/$f' '$libdir/$f' &&"
+    done
+    chmod 755 "$BENCH_WORK/lib" "$BENCH_WORK"/lib/*.so
+    as_postgres initdb -D "$BENCH_WORK/data" -A trust -U postgres --encoding=UTF8 --no-locale >/dev/null
+    {
+      echo "listen_addresses = '127.0.0.1'"
+      echo "port = $BENCH_PORT"
+      echo "unix_socket_directories = '$BENCH_WORK'"
+      for f in "${conf[@]}"; do echo "$f"; done
+    } >>"$BENCH_WORK/data/postgresql.conf"
+    unshare --mount --propagation private sh -c "$binds exec runuser -u postgres -- env PATH='$PATH' \
+      pg_ctl -D '$BENCH_WORK/data' -l '$BENCH_WORK/server.log' -w start" >/dev/null ||
+      { cat "$BENCH_WORK/server.log" 2>/dev/null; return 1; }
+    echo "   libraries: private snapshot (md5 outbox.so $(md5sum "$BENCH_WORK/lib/outbox.so" | cut -c1-8)," \
+         "null $(md5sum "$BENCH_WORK/lib/outbox_sink_null.so" | cut -c1-8)," \
+         "kafka $(md5sum "$BENCH_WORK/lib/outbox_sink_kafka.so" | cut -c1-8)) bind-mounted for this server only"
+    RELAY_SO_MD5=""   # a make install elsewhere cannot reach this server
+  else
+    start_cluster "$BENCH_WORK" "$BENCH_PORT" "${conf[@]}" || { cat "$BENCH_WORK/server.log" 2>/dev/null; return 1; }
+    echo "   libraries: the installed ones (a make install elsewhere during the run would replace them)"
+  fi
+  sql -c "CREATE EXTENSION outbox"
+  RB_DSN="host=$BENCH_WORK port=$BENCH_PORT dbname=$BENCH_DB user=postgres"
+  export RB_DSN
+  local i
+  RELAY_PID=""
+  for i in $(seq 200); do
+    RELAY_PID=$(sqlv "SELECT pid FROM outbox._workers() WHERE pid > 0" 2>/dev/null || true)
+    [ -n "$RELAY_PID" ] && break
+    sleep 0.05
+  done
+  if [ -z "$RELAY_PID" ]; then
+    echo "the relay worker did not attach; server log:" >&2
+    tail -n 30 "$BENCH_WORK/server.log" >&2
+    return 1
+  fi
+  export RELAY_PID
+}
+
+# mock_start: the Kafka mock cluster (1 broker), as scripts/demo.sh starts it. Sets
+# BOOTSTRAP. Its stdin is a fifo held open on fd 9; closing it stops the mock. Start the
+# PostgreSQL cluster first, so that the server does not inherit fd 9.
+mock_start() {
+  mkfifo "$BENCH_WORK/mock.in"
+  "$MOCK_BIN" 1 <"$BENCH_WORK/mock.in" >"$BENCH_WORK/mock.out" 2>"$BENCH_WORK/mock.log" &
+  MOCK_PID=$!
+  exec 9>"$BENCH_WORK/mock.in"
+  local i
+  for i in $(seq 100); do [ -s "$BENCH_WORK/mock.out" ] && break; sleep 0.1; done
+  BOOTSTRAP=$(head -n 1 "$BENCH_WORK/mock.out")
+  [ -n "$BOOTSTRAP" ] || { echo "the Kafka mock did not start:" >&2; cat "$BENCH_WORK/mock.log" >&2; return 1; }
+  export BOOTSTRAP
+}
+
+# mock_cmd COMMAND...: one command to the Kafka mock (see test/tools/kafka_mock.cpp);
+# prints its answer ("ok" or "error ...").
+mock_cmd() {
+  local before
+  before=$(wc -l <"$BENCH_WORK/mock.out")
+  echo "$*" >&9
+  local i
+  for i in $(seq 50); do
+    [ "$(wc -l <"$BENCH_WORK/mock.out")" -gt "$before" ] && break
+    sleep 0.1
+  done
+  tail -n 1 "$BENCH_WORK/mock.out"
+}
+
+# relay_header TITLE: bench_header plus what the relay benchmarks add.
+relay_header() {
+  bench_header "$1"
+  echo "   relay: 1 worker (outbox.workers = 1) in the same cluster; Kafka mock: librdkafka's" \
+       "mock cluster, 1 broker, same machine"
+  echo "   PostgreSQL servers already running on this machine (not this script's): $(pgrep -u postgres -f '^/usr/lib/postgresql/[0-9]+/bin/postgres -D' 2>/dev/null | wc -l)"
+}
+
+# py SUBCOMMAND [args...]: the Python side (psycopg 3) of the benchmarks.
+py() {
+  "$PY" "$RELAY_BENCH_DIR/relaybench.py" "$@"
+}

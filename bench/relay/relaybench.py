@@ -1,0 +1,751 @@
+#!/usr/bin/python3
+"""The Python side (psycopg 3) of the relay benchmarks in bench/relay/*.sh.
+
+Run by those scripts, against the throwaway cluster they start (RB_DSN), never on its own:
+
+  relaybench.py throughput   relay throughput: the worker vs the article's hand-written relays
+  relaybench.py latency      commit -> sink acknowledgement at a steady commit rate
+  relaybench.py memory       peak RSS of the relay worker while it drains a backlog
+  relaybench.py listen       a LISTEN session that consumes notifications (writers.sh)
+
+Timings are wall clock (time.time(), the same CLOCK_REALTIME the server's
+GetCurrentTimestamp() reads on this host), so client and server timestamps compare.
+"""
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+import psycopg
+
+DSN = os.environ.get("RB_DSN", "")
+
+# The article's order event: ~170 bytes of JSON text (~220 bytes as jsonb), built from g.
+PAYLOAD_SQL = (
+    "jsonb_build_object('order_id', g, 'customer_id', g % 100000 + 1, "
+    "'total', (g % 1000) || '.99', 'currency', 'EUR', "
+    "'items', jsonb_build_array(jsonb_build_object('sku', 'SKU-' || (g % 99999), 'qty', g % 9 + 1)), "
+    "'placed_at', now())"
+)
+
+
+def out(*args):
+    print(*args, flush=True)
+
+
+def connect(autocommit=True):
+    return psycopg.connect(DSN, autocommit=autocommit)
+
+
+def pct(values, p):
+    """Percentile p (0..100) of a list, linear interpolation (as numpy's default)."""
+    v = sorted(values)
+    if not v:
+        return float("nan")
+    k = (len(v) - 1) * p / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+def med(values):
+    values = [x for x in values if x is not None]
+    return statistics.median(values) if values else float("nan")
+
+
+class Admin:
+    """A superuser session (autocommit) that drives the relay."""
+
+    def __init__(self):
+        self.c = connect()
+
+    def q1(self, query, params=None):
+        return self.c.execute(query, params).fetchone()[0]
+
+    def ex(self, query, params=None):
+        self.c.execute(query, params)
+
+    def worker(self):
+        row = self.c.execute(
+            "SELECT pid, state, batches, events_sent, events_failed, events_dead, last_error "
+            "FROM outbox._workers()").fetchone()
+        keys = ("pid", "state", "batches", "events_sent", "events_failed", "events_dead", "last_error")
+        return dict(zip(keys, row))
+
+    def events_sent(self):
+        return self.q1("SELECT events_sent FROM outbox._workers()")
+
+    def wait_state(self, states, timeout=15.0):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.worker()["state"] in states:
+                return True
+            time.sleep(0.01)
+        return False
+
+    def unconfigure(self):
+        """No sink: the relay idles (events stay unpublished until a sink is configured)."""
+        with self.c.transaction():
+            self.ex("DELETE FROM outbox.sink_config")
+            self.ex("SELECT outbox._notify_relay()")
+        if not self.wait_state(("unconfigured",)):
+            raise RuntimeError("the relay did not go unconfigured: %r" % (self.worker(),))
+
+    def configure(self, sink, options):
+        self.ex("SELECT outbox.configure_sink(%s, %s::jsonb)", (sink, json.dumps(options)))
+
+    def set_guc(self, name, value):
+        """ALTER SYSTEM + reload (None: RESET). The relay rereads its settings at its next
+        loop; a reload signal also wakes it."""
+        if value is None:
+            self.ex("ALTER SYSTEM RESET %s" % name)
+        else:
+            self.ex("ALTER SYSTEM SET %s = '%s'" % (name, value))
+        self.ex("SELECT pg_reload_conf()")
+        time.sleep(0.3)
+
+    def unpublished(self):
+        return self.q1("SELECT count(*) FROM outbox.events WHERE published_at IS NULL")
+
+    def wait_drained(self, timeout):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.unpublished() == 0:
+                return True
+            time.sleep(0.02)
+        return False
+
+
+# ---------------------------------------------------------------------------------------
+# throughput
+
+
+NAIVE_SETUP = """
+CREATE TABLE IF NOT EXISTS outbox_naive (
+    id            bigserial PRIMARY KEY,
+    aggregatetype varchar(255),
+    aggregateid   varchar(255),
+    type          varchar(255),
+    payload       jsonb,
+    created_at    timestamptz DEFAULT now(),
+    published_at  timestamptz
+);
+CREATE INDEX IF NOT EXISTS outbox_unpublished ON outbox_naive (id) WHERE published_at IS NULL;
+
+-- The article's relay query as a server-side loop: one batch per transaction (COMMIT in a
+-- procedure). It reads the same columns as the client relay (into an aggregate: the "null
+-- sink" does nothing with them), then marks the batch, commits, and loops.
+CREATE OR REPLACE PROCEDURE naive_drain(batch integer)
+LANGUAGE plpgsql AS $$
+DECLARE
+    ids   bigint[];
+    bytes bigint;
+BEGIN
+    LOOP
+        SELECT array_agg(id),
+               sum(octet_length(aggregatetype) + octet_length(aggregateid) + octet_length(type)
+                   + octet_length(payload::text))
+          INTO ids, bytes
+          FROM (SELECT id, aggregatetype, aggregateid, type, payload
+                  FROM outbox_naive
+                 WHERE published_at IS NULL
+                 ORDER BY id
+                 LIMIT batch
+                   FOR UPDATE SKIP LOCKED) s;
+        EXIT WHEN ids IS NULL;
+        UPDATE outbox_naive SET published_at = now() WHERE id = ANY (ids);
+        COMMIT;
+    END LOOP;
+    COMMIT;
+END
+$$;
+"""
+
+
+def fill(a, table, n):
+    """Empties both queues, then writes n article-sized order events into one of them;
+    ANALYZE and CHECKPOINT, so that every variant starts from the same state."""
+    a.ex("TRUNCATE outbox.events, outbox_naive")
+    if table == "outbox":
+        a.ex("SELECT count(outbox.enqueue('order', (g %% 100000 + 1)::text, 'OrderPlaced', %s)) "
+             "FROM generate_series(1, %d) g" % (PAYLOAD_SQL, n))
+        a.ex("ANALYZE outbox.events")
+    else:
+        a.ex("INSERT INTO outbox_naive (aggregatetype, aggregateid, type, payload) "
+             "SELECT 'order', (g %% 100000 + 1)::text, 'OrderPlaced', %s "
+             "FROM generate_series(1, %d) g" % (PAYLOAD_SQL, n))
+        a.ex("ANALYZE outbox_naive")
+    a.ex("CHECKPOINT")
+
+
+def drain_worker(a, n, sink, options, timeout):
+    """Configures the sink and times the relay from that commit until it has sent n events.
+    The end is seen in the relay's shared-memory counters (polled every 5 ms: no table
+    scan competes with the relay), then checked against the table."""
+    w0 = a.worker()
+    a.configure(sink, options)
+    t0 = time.time()  # the configuring transaction has committed (autocommit)
+    deadline = t0 + timeout
+    while True:
+        time.sleep(0.005)
+        if a.events_sent() - w0["events_sent"] >= n:
+            t1 = time.time()
+            break
+        if time.time() > deadline:
+            w = a.worker()
+            out("      TIMEOUT after %.0f s: %d of %d sent; worker %r" % (
+                timeout, w["events_sent"] - w0["events_sent"], n, w))
+            a.unconfigure()
+            return None
+    w1 = a.worker()
+    left = a.unpublished()
+    first, last = a.c.execute(
+        "SELECT extract(epoch FROM min(published_at))::float8, extract(epoch FROM max(published_at))::float8 "
+        "FROM outbox.events").fetchone()
+    a.unconfigure()
+    if left != 0 or w1["events_failed"] != w0["events_failed"]:
+        out("      WARNING: %d left unpublished, %d failed" % (left, w1["events_failed"] - w0["events_failed"]))
+    return {
+        "rate": n / (t1 - t0),
+        "seconds": t1 - t0,
+        "startup_ms": 1000 * (first - t0),
+        "steady": (n - 1) / (last - first) if last > first else float("nan"),
+        "batches": w1["batches"] - w0["batches"],
+    }
+
+
+def drain_client(c, n, batch):
+    """The article's hand-written relay: SELECT ... FOR UPDATE SKIP LOCKED, UPDATE ... WHERE id
+    = ANY(...), COMMIT, loop; the "null sink" does nothing with the rows it fetched. c is its
+    own connection (autocommit off), kept for the whole benchmark like the worker's process."""
+    cur = c.cursor()
+    total = 0
+    t0 = time.time()
+    while True:
+        cur.execute(
+            "SELECT id, aggregatetype, aggregateid, type, payload FROM outbox_naive "
+            "WHERE published_at IS NULL ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED", (batch,))
+        rows = cur.fetchall()
+        if not rows:
+            c.commit()
+            break
+        cur.execute("UPDATE outbox_naive SET published_at = now() WHERE id = ANY(%s::bigint[])",
+                    ([r[0] for r in rows],))
+        c.commit()
+        total += len(rows)
+    t1 = time.time()
+    if total != n:
+        out("      WARNING: the client relay published %d of %d" % (total, n))
+    return {"rate": n / (t1 - t0), "seconds": t1 - t0}
+
+
+def drain_server(a, srv, n, batch):
+    """CALL naive_drain(batch) in srv, a session of its own kept for the whole benchmark."""
+    t0 = time.time()
+    srv.ex("CALL naive_drain(%d)" % batch)
+    t1 = time.time()
+    left = a.q1("SELECT count(*) FROM outbox_naive WHERE published_at IS NULL")
+    if left:
+        out("      WARNING: the server loop left %d unpublished" % left)
+    return {"rate": n / (t1 - t0), "seconds": t1 - t0}
+
+
+def throughput(args):
+    a = Admin()
+    a.ex(NAIVE_SETUP)
+    a.unconfigure()
+    kafka = {"bootstrap.servers": args.bootstrap}
+    # A topic the script made with one partition (mock command create_topic): a batch is
+    # then one ProduceRequest, so no two requests are in flight at once.
+    kafka_p1 = {"bootstrap.servers": args.bootstrap, "topic.template": args.topic_p1}
+    # (key, label, kind, batch, rows)
+    # The Kafka mock answers pipelined requests slowly (see kafka_p1 below), so its default
+    # 4-partition topic gets fewer rows where a batch spans several partitions.
+    variants = []
+    for b in (1, 100, 1000):
+        n = args.rows_b1 if b == 1 else args.rows
+        variants.append(("relay-null-%d" % b, "relay worker, null sink", "worker-null", b, n))
+        nk = {1: args.rows_kafka_b1, 100: args.rows_kafka_b100, 1000: args.rows}[b]
+        variants.append(("relay-kafka-%d" % b, "relay worker, Kafka mock (4 partitions)", "worker-kafka", b, nk))
+        if b != 1:
+            n1 = args.rows_kafka1p_b100 if b == 100 else n
+            variants.append(("relay-kafka1p-%d" % b, "relay worker, Kafka mock, 1-partition topic",
+                             "worker-kafka1p", b, n1))
+            variants.append(("relay-kafka1p0-%d" % b, "  same, linger.ms=0", "worker-kafka1p0", b, n1))
+        variants.append(("client-%d" % b, "hand-written client relay (psycopg)", "client", b, n))
+        variants.append(("server-%d" % b, "same SQL, server-side loop (plpgsql)", "server", b, n))
+    results = {v[0]: [] for v in variants}
+    extra = {v[0]: [] for v in variants}
+    nv = len(variants)
+    # Each relay is a process of its own that lives for the whole run: the worker, the
+    # client relay's connection, the server loop's session. None of them is the session that
+    # writes the backlogs. (A process maps a page of shared buffers at its first touch: a
+    # relay that wrote the rows itself, or one that is new, would compare unfairly.)
+    client_conn = connect(autocommit=False)
+    srv = Admin()
+    out("   warm-up (not counted): each relay drains one %d-event backlog at batch 1000" % args.rows)
+    a.set_guc("outbox.batch_size", 1000)
+    fill(a, "outbox", args.rows)
+    drain_worker(a, args.rows, "null", {}, timeout=max(60.0, args.rows / 100.0))
+    fill(a, "naive", args.rows)
+    drain_client(client_conn, args.rows, 1000)
+    fill(a, "naive", args.rows)
+    drain_server(a, srv, args.rows, 1000)
+    for r in range(args.rounds):
+        out("   round %d/%d:" % (r + 1, args.rounds))
+        for k in range(nv):
+            key, label, kind, batch, n = variants[(k + r * 5) % nv]
+            if kind.startswith("worker"):
+                a.set_guc("outbox.batch_size", batch)
+                fill(a, "outbox", n)
+                sink = "null" if kind == "worker-null" else "kafka"
+                options = {"null": {}, "worker-kafka": kafka, "worker-kafka1p": kafka_p1,
+                           "worker-kafka1p0": dict(kafka_p1, **{"linger.ms": "0"})}
+                res = drain_worker(a, n, sink, options.get(kind, {}), timeout=max(60.0, n / 100.0))
+            elif kind == "client":
+                fill(a, "naive", n)
+                res = drain_client(client_conn, n, batch)
+            else:
+                fill(a, "naive", n)
+                res = drain_server(a, srv, n, batch)
+            if res is None:
+                results[key].append(None)
+                continue
+            results[key].append(res["rate"])
+            extra[key].append(res)
+            more = ""
+            if "startup_ms" in res:
+                more = "  (first event after %.0f ms, steady %.0f rows/s, %d batches)" % (
+                    res["startup_ms"], res["steady"], res["batches"])
+            out("      %-16s %7d rows in %6.2f s = %8.0f rows/s%s" % (key, n, res["seconds"], res["rate"], more))
+    a.set_guc("outbox.batch_size", None)
+
+    def m(key):
+        return med(results[key])
+
+    def paired(num, den):
+        """Median of the per-round ratios num/den."""
+        rs = [x / y for x, y in zip(results[num], results[den]) if x and y]
+        return med(rs)
+
+    out()
+    out("-- results: rows/s = rows / seconds from the start (worker: the commit of configure_sink;")
+    out("   hand-written relays: their first query) until the queue is empty; median of %d rounds" % args.rounds)
+    out()
+    out("   %-46s %5s %8s %10s %10s %10s %10s %10s" % ("variant", "batch", "rows", "median/s", "min", "max",
+                                                       "1st (ms)", "steady/s"))
+    for key, label, kind, batch, n in variants:
+        vals = [x for x in results[key] if x]
+        st = med([e.get("startup_ms") for e in extra[key]]) if kind.startswith("worker") else None
+        sd = med([e.get("steady") for e in extra[key]]) if kind.startswith("worker") else None
+        out("   %-46s %5d %8d %10.0f %10.0f %10.0f %10s %10s" % (
+            label, batch, n, m(key), min(vals) if vals else float("nan"), max(vals) if vals else float("nan"),
+            "%.0f" % st if st is not None else "-", "%.0f" % sd if sd is not None else "-"))
+    out()
+    out("   ratios (median of the per-round ratios)")
+    for b in (1, 100, 1000):
+        p1 = ("   kafka 1-partition / null %4.0f%% (linger.ms=0: %.0f%%)" % (
+            100 * paired("relay-kafka1p-%d" % b, "relay-null-%d" % b),
+            100 * paired("relay-kafka1p0-%d" % b, "relay-null-%d" % b)) if b != 1 else "")
+        out("   batch %4d: worker null / server loop %5.2fx   worker null / client %5.2fx   "
+            "server loop / client %5.2fx   kafka / null %4.0f%%%s" % (
+                b, paired("relay-null-%d" % b, "server-%d" % b), paired("relay-null-%d" % b, "client-%d" % b),
+                paired("server-%d" % b, "client-%d" % b),
+                100 * paired("relay-kafka-%d" % b, "relay-null-%d" % b), p1))
+    out()
+    out("   steady state (worker: events between its first and last published_at, i.e. without the wake-up")
+    out("   and the creation of the sink):")
+    for b in (100, 1000):
+        st = {k: med([e["steady"] for e in extra[k]]) for k in
+              ("relay-null-%d" % b, "relay-kafka-%d" % b, "relay-kafka1p-%d" % b, "relay-kafka1p0-%d" % b)}
+        nl = st["relay-null-%d" % b]
+        out("   batch %4d: null %.0f rows/s, Kafka mock %.0f (%.0f%%), 1-partition %.0f (%.0f%%), 1-partition "
+            "linger.ms=0 %.0f (%.0f%%)" % (
+                b, nl, st["relay-kafka-%d" % b], 100 * st["relay-kafka-%d" % b] / nl,
+                st["relay-kafka1p-%d" % b], 100 * st["relay-kafka1p-%d" % b] / nl,
+                st["relay-kafka1p0-%d" % b], 100 * st["relay-kafka1p0-%d" % b] / nl))
+    out()
+    out("   batch 1000 -> batch 1 (commits): worker null %.0fx, server loop %.0fx, client %.0fx" % (
+        m("relay-null-1000") / m("relay-null-1"), m("server-1000") / m("server-1"), m("client-1000") / m("client-1")))
+    out()
+    out("-- targets")
+    x = paired("relay-null-1000", "server-1000")
+    verdict("worker at batch 1000 >= 2x the server-side naive loop at batch 1000 (measured %.2fx: %.0f vs %.0f rows/s)"
+            % (x, m("relay-null-1000"), m("server-1000")), x >= 2.0)
+    y = paired("relay-kafka-1000", "relay-null-1000")
+    verdict("Kafka mock >= 80%% of the null sink at batch 1000 (measured %.0f%%: %.0f vs %.0f rows/s)"
+            % (100 * y, m("relay-kafka-1000"), m("relay-null-1000")), y >= 0.8)
+    y = paired("relay-kafka1p-1000", "relay-null-1000")
+    verdict("  same with a 1-partition topic (measured %.0f%%: %.0f vs %.0f rows/s)"
+            % (100 * y, m("relay-kafka1p-1000"), m("relay-null-1000")), y >= 0.8)
+    y = paired("relay-kafka1p0-1000", "relay-null-1000")
+    verdict("  same with a 1-partition topic and linger.ms=0 (measured %.0f%%: %.0f vs %.0f rows/s)"
+            % (100 * y, m("relay-kafka1p0-1000"), m("relay-null-1000")), y >= 0.8)
+    out("   reference (this project's machines, earlier): client relay ~30k rows/s, server loop ~40k rows/s at batch 1000;")
+    out("   article: 1,627 rows/s at batch 1, 104,656 at batch 1000")
+
+
+def verdict(text, ok):
+    out(("MET     " if ok else "MISSED  ") + text)
+
+
+# ---------------------------------------------------------------------------------------
+# latency
+
+
+def write_events(rate, seconds, warmup, aggtype, wake):
+    """One session commits one enqueue per transaction at `rate` per second. Returns
+    (id, time before COMMIT, time COMMIT returned) of the events after the warm-up."""
+    c = connect(autocommit=False)
+    cur = c.cursor()
+    if not wake:
+        cur.execute("SET outbox.wake_at_commit = off")
+        c.commit()
+    payload = json.dumps({"order_id": 0, "customer_id": 42, "total": "557.99", "currency": "EUR",
+                          "items": [{"sku": "SKU-70801", "qty": 9}], "placed_at": "2026-11-29 22:02:10+00"})
+    n_warm = int(rate * warmup)
+    n = n_warm + int(rate * seconds)
+    rec = []
+    late = 0
+    start = time.time() + 0.05
+    for k in range(n):
+        target = start + k / rate
+        now = time.time()
+        if target > now:
+            time.sleep(target - now)
+        elif now - target > 0.005:
+            late += 1
+        cur.execute("SELECT outbox.enqueue(%s, %s, 'OrderPlaced', %s::jsonb)::text", (aggtype, str(k % 1000), payload))
+        eid = cur.fetchone()[0]
+        tb = time.time()
+        c.commit()
+        ta = time.time()
+        if k >= n_warm:
+            rec.append((eid, tb, ta))
+    elapsed = time.time() - start
+    c.close()
+    return rec, n / elapsed, late
+
+
+def kafka_timestamps(bootstrap, topic, expected):
+    """id -> Kafka message timestamp (ms, CreateTime) read back by kcat, an independent consumer."""
+    ts = {}
+    for _ in range(3):
+        p = subprocess.run(["kcat", "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q",
+                            "-f", "%T %h\n"], capture_output=True, text=True, timeout=120)
+        ts = {}
+        for line in p.stdout.splitlines():
+            parts = line.split(" ", 1)
+            if len(parts) != 2:
+                continue
+            for h in parts[1].split(","):
+                if h.startswith("id="):
+                    ts[h[3:]] = int(parts[0])
+        if len(ts) >= expected:
+            break
+        time.sleep(1)
+    return ts
+
+
+def mock_command(args, line):
+    """Sends one command to the Kafka mock through its input fifo; returns its answer."""
+    with open(args.mock_out) as f:
+        before = len(f.readlines())
+    with open(args.mock_fifo, "w") as f:
+        f.write(line + "\n")
+    for _ in range(50):
+        with open(args.mock_out) as f:
+            lines = f.readlines()
+        if len(lines) > before:
+            return lines[-1].strip()
+        time.sleep(0.05)
+    return "(no answer)"
+
+
+def latency(args):
+    a = Admin()
+    kafka_now = {"bootstrap.servers": args.bootstrap, "timestamp": "now"}
+    kafka_l0 = dict(kafka_now, **{"linger.ms": "0"})
+    # (key, label, sink, options, wake at commit, poll interval, partitions of the topic)
+    # The mock does not set TCP_NODELAY: when two ProduceRequests (two partitions) are in
+    # flight, the second answer waits for the client's delayed ACK (~40 ms). A batch for a
+    # 1-partition topic is one request, which is what a real broker answers without delay.
+    variants = [
+        ("null-wake", "null sink, woken at commit", "null", {}, True, None, 0),
+        ("kafka-wake", "Kafka mock, 4 partitions, woken at commit", "kafka", kafka_now, True, None, 4),
+        ("kafka1-wake", "Kafka mock, 1 partition, woken at commit", "kafka", kafka_now, True, None, 1),
+        ("kafka1l0-wake", "Kafka 1 partition, linger.ms=0, woken", "kafka", kafka_l0, True, None, 1),
+        ("null-poll", "null sink, poll 100ms only (wake off)", "null", {}, False, "100ms", 0),
+        ("kafka1-poll", "Kafka 1 partition, poll 100ms only", "kafka", kafka_now, False, "100ms", 1),
+    ]
+    res = {v[0]: [] for v in variants}
+    pooled = {v[0]: {"pub": [], "kts": []} for v in variants}
+    nv = len(variants)
+    for r in range(args.rounds):
+        out("   round %d/%d:" % (r + 1, args.rounds))
+        for k in range(nv):
+            key, label, sink, options, wake, poll, partitions = variants[(k + r) % nv]
+            aggtype = "lat_r%d_%s" % (r + 1, key.replace("-", "_"))
+            if partitions:
+                answer = mock_command(args, "create_topic outbox.event.%s %d" % (aggtype, partitions))
+                if answer != "ok":
+                    out("      WARNING: create_topic: %s" % answer)
+            a.set_guc("outbox.poll_interval", poll)
+            a.configure(sink, options)
+            a.wait_drained(30)
+            rec, rate, late = write_events(args.rate, args.seconds, args.warmup, aggtype, wake)
+            if not a.wait_drained(60):
+                out("      WARNING: %s: events still unpublished after 60 s" % key)
+            pub = dict(a.c.execute(
+                "SELECT id::text, extract(epoch FROM published_at)::float8 FROM outbox.events "
+                "WHERE aggregatetype = %s AND published_at IS NOT NULL", (aggtype,)).fetchall())
+            lat = [1000 * (pub[i] - ta) for i, tb, ta in rec if i in pub]
+            lat_b = [1000 * (pub[i] - tb) for i, tb, ta in rec if i in pub]
+            row = {"p50": pct(lat, 50), "p99": pct(lat, 99), "max": max(lat), "n": len(lat),
+                   "neg": sum(1 for x in lat if x < 0), "p50b": pct(lat_b, 50), "p99b": pct(lat_b, 99),
+                   "rate": rate, "late": late}
+            pooled[key]["pub"] += lat
+            msg = "      %-12s %5d events at %5.1f/s: commit->published_at p50 %7.3f ms p99 %7.3f ms max %7.2f ms" % (
+                key, len(lat), rate, row["p50"], row["p99"], row["max"])
+            if sink == "kafka":
+                kts = kafka_timestamps(args.bootstrap, "outbox.event." + aggtype, len(rec))
+                kl = [kts[i] - 1000 * ta for i, tb, ta in rec if i in kts]
+                row.update({"kp50": pct(kl, 50), "kp99": pct(kl, 99), "kn": len(kl)})
+                pooled[key]["kts"] += kl
+                msg += "; commit->Kafka timestamp p50 %5.1f p99 %5.1f ms (%d read back)" % (row["kp50"], row["kp99"], len(kl))
+            out(msg)
+            res[key].append(row)
+    a.set_guc("outbox.poll_interval", None)
+
+    out()
+    out("-- results: latency from COMMIT returning in the writer to ...")
+    out("   (i)  published_at: the relay's clock right after the sink acknowledged the batch")
+    out("        (before the relay's own commit), microseconds;")
+    out("   (ii) the Kafka message timestamp (\"timestamp\": \"now\": set by librdkafka when the relay")
+    out("        hands it the message, i.e. before the broker's ack), read back with kcat, milliseconds.")
+    out("   Median over %d rounds of each round's p50 / p99 (%d s at %d commits/s per round);" % (
+        args.rounds, args.seconds, args.rate))
+    out("   'pooled' = percentiles of all rounds' events together.")
+    out()
+    out("   %-42s %9s %9s %9s %9s %10s %10s %9s %8s %8s" % (
+        "variant", "(i) p50", "(i) p99", "pool p50", "pool p99", "<0", "sent p50", "sent p99",
+        "(ii) p50", "(ii) p99"))
+    for key, label, sink, options, wake, poll, partitions in variants:
+        rows = res[key]
+        p50 = med([x["p50"] for x in rows])
+        p99 = med([x["p99"] for x in rows])
+        neg = sum(x["neg"] for x in rows)
+        tot = sum(x["n"] for x in rows)
+        k50 = med([x.get("kp50") for x in rows]) if sink == "kafka" else None
+        k99 = med([x.get("kp99") for x in rows]) if sink == "kafka" else None
+        out("   %-42s %9.3f %9.3f %9.3f %9.3f %10s %10.3f %9.3f %8s %8s" % (
+            label, p50, p99, pct(pooled[key]["pub"], 50), pct(pooled[key]["pub"], 99), "%d/%d" % (neg, tot),
+            med([x["p50b"] for x in rows]), med([x["p99b"] for x in rows]),
+            "%.1f" % k50 if k50 is not None else "-", "%.1f" % k99 if k99 is not None else "-"))
+        res[key + "/p50"] = p50
+        res[key + "/p99"] = p99
+    out("   <0: events whose published_at came before COMMIT returned in the writer (the relay is woken")
+    out("   inside the commit, before the client has read the answer). 'sent': the same, (i), measured from")
+    out("   the moment the writer sent COMMIT instead (an upper bound: it includes the writer's own fsync).")
+    out()
+    out("   writer: %.1f commits/s achieved (median), at most %d of the scheduled commits started >5 ms late per round" % (
+        med([x["rate"] for k in res if "/" not in k for x in res[k]]),
+        max(x["late"] for k in res if "/" not in k for x in res[k])))
+    out()
+    out("-- targets (definition (i))")
+    for key, label in (("null-wake", "null sink"), ("kafka-wake", "Kafka mock, 4 partitions"),
+                       ("kafka1-wake", "Kafka mock, 1 partition (linger.ms=5, the default)"),
+                       ("kafka1l0-wake", "Kafka mock, 1 partition, linger.ms=0")):
+        verdict("%s, woken at commit: p50 <= 1 ms (measured %.3f ms)" % (label, res[key + "/p50"]),
+                res[key + "/p50"] <= 1.0)
+        verdict("%s, woken at commit: p99 <= 5 ms (measured %.3f ms)" % (label, res[key + "/p99"]),
+                res[key + "/p99"] <= 5.0)
+    out("   article's peer: LISTEN/NOTIFY 2.9 / 22 ms, polling every 100 ms 55 / 106 ms (p50 / p99)")
+
+
+# ---------------------------------------------------------------------------------------
+# memory
+
+MIXED_SQL = """
+SELECT count(outbox.enqueue('order', (g %% 100000 + 1)::text, 'OrderPlaced',
+  CASE WHEN g %% 100000 < 300 THEN jsonb_build_object('order_id', g, 'blob', repeat(md5(g::text), 3125))
+       WHEN g %% 100 = 7      THEN jsonb_build_object('order_id', g, 'blob', repeat(md5(g::text), 625))
+       WHEN g %% 10 = 3       THEN jsonb_build_object('order_id', g, 'blob', repeat(md5(g::text), 62))
+       ELSE %s END))
+  FROM generate_series(1, %d) g
+"""
+
+
+def proc_status(pid):
+    d = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("VmHWM", "VmRSS", "RssAnon", "RssFile", "RssShmem"):
+                d[k] = int(v.split()[0])  # kB
+    return d
+
+
+def memory(args):
+    a = Admin()
+    a.unconfigure()
+    a.set_guc("outbox.batch_max_bytes", args.batch_max_bytes)
+    kafka = {"bootstrap.servers": args.bootstrap}
+    sizes = (args.small, args.big)
+    variants = [(s, n) for s in ("null", "kafka") for n in sizes]
+    res = {v: [] for v in variants}
+    pid = a.worker()["pid"]
+    out("   relay worker pid %d; at start: %s (kB)" % (pid, proc_status(pid)))
+    for r in range(args.rounds):
+        out("   round %d/%d:" % (r + 1, args.rounds))
+        for k in range(len(variants)):
+            sink, n = variants[(k + r) % len(variants)]
+            a.ex("TRUNCATE outbox.events")
+            t = time.time()
+            a.ex(MIXED_SQL % (PAYLOAD_SQL, n))
+            a.ex("ANALYZE outbox.events")
+            a.ex("CHECKPOINT")
+            fill_s = time.time() - t
+            payload_mb = a.q1("SELECT sum(octet_length(payload::text)) / 1e6 FROM outbox.events")
+            big = a.q1("SELECT count(*) FROM outbox.events WHERE octet_length(payload::text) > 50000")
+            if a.worker()["pid"] != pid:
+                pid = a.worker()["pid"]
+                out("      NOTE: the relay worker restarted (pid %d)" % pid)
+            before = proc_status(pid)
+            with open("/proc/%d/clear_refs" % pid, "w") as f:
+                f.write("5")  # resets VmHWM to the current RSS
+            reset = proc_status(pid)
+            w0 = a.worker()
+            a.configure(sink, {} if sink == "null" else kafka)
+            t0 = time.time()
+            peak = dict(reset)
+            deadline = t0 + max(120.0, n / 2000.0)
+            done = False
+            while time.time() < deadline:
+                s = proc_status(pid)
+                for key in ("VmRSS", "RssAnon", "RssShmem", "RssFile"):
+                    peak[key] = max(peak[key], s[key])
+                if a.events_sent() - w0["events_sent"] >= n:
+                    done = True
+                    break
+                time.sleep(0.02)
+            t1 = time.time()
+            after = proc_status(pid)
+            w1 = a.worker()
+            a.unconfigure()
+            # One batch = one published_at (the relay marks a batch with one timestamp).
+            big_n, big_mb = a.c.execute(
+                "SELECT count(*), sum(octet_length(payload::text)) / 1e6 FROM outbox.events "
+                "GROUP BY published_at ORDER BY 2 DESC LIMIT 1").fetchone()
+            row = {"hwm_life": before["VmHWM"], "rss0": reset["VmRSS"], "anon0": reset["RssAnon"],
+                   "hwm": after["VmHWM"], "anon_peak": peak["RssAnon"], "shmem_peak": peak["RssShmem"],
+                   "anon_after": after["RssAnon"], "secs": t1 - t0, "done": done,
+                   "batches": w1["batches"] - w0["batches"], "big_n": big_n, "big_mb": float(big_mb)}
+            res[(sink, n)].append(row)
+            out("      %-5s %8d events (%5.0f MB payload text, %4d of ~100 KB; fill %4.1f s), drained in %5.1f s%s, "
+                "%d batches (largest: %d events, %.1f MB): VmHWM %7d -> %7d kB (lifetime %7d), RssAnon start %6d "
+                "peak %6d after %6d, RssShmem peak %7d"
+                % (sink, n, payload_mb, big, fill_s, t1 - t0, "" if done else " (TIMEOUT)", row["batches"],
+                   big_n, big_mb, row["rss0"], row["hwm"], row["hwm_life"], row["anon0"], row["anon_peak"],
+                   row["anon_after"], row["shmem_peak"]))
+    a.set_guc("outbox.batch_max_bytes", None)
+
+    out()
+    out("-- results (kB; median of %d rounds). VmHWM is reset (clear_refs 5) before each drain, so" % args.rounds)
+    out("   'VmHWM after' is that drain's peak RSS. RSS of a backend also counts the shared buffers it")
+    out("   has touched (RssShmem, at most shared_buffers = %s); RssAnon is the worker's private memory" % args.shared_buffers)
+    out("   (sampled every 20 ms, so its peak is a lower bound).")
+    out()
+    out("   %-6s %9s %12s %12s %12s %12s %12s %9s" % ("sink", "events", "RSS start", "VmHWM after", "anon start",
+                                                     "anon peak", "shmem peak", "drain s"))
+    for v in variants:
+        rows = res[v]
+        out("   %-6s %9d %12.0f %12.0f %12.0f %12.0f %12.0f %9.1f" % (
+            v[0], v[1], med([x["rss0"] for x in rows]), med([x["hwm"] for x in rows]),
+            med([x["anon0"] for x in rows]), med([x["anon_peak"] for x in rows]),
+            med([x["shmem_peak"] for x in rows]), med([x["secs"] for x in rows])))
+    out()
+    out("-- bounded? peak of %d events vs %d events (median of the per-round ratios)" % (args.big, args.small))
+    for sink in ("null", "kafka"):
+        small, big = res[(sink, args.small)], res[(sink, args.big)]
+        h = med([b["hwm"] / s["hwm"] for s, b in zip(small, big)])
+        an = med([b["anon_peak"] / s["anon_peak"] for s, b in zip(small, big)])
+        grow = med([b["anon_peak"] - b["anon0"] for b in big])
+        verdict("%s sink: peak RSS does not grow with the backlog (VmHWM %dk/%dk = %.2fx, private peak %.2fx; "
+                "private growth during the %d drain %d kB)" % (sink, args.big // 1000, args.small // 1000, h, an,
+                                                              args.big, grow),
+                h <= 1.10 and an <= 1.10)
+    out("   batch_max_bytes = %s; payload classes: 88.7%% ~200 B, 10%% ~2 KB, 1%% ~20 KB, 0.3%% ~100 KB" % args.batch_max_bytes)
+    out("   (in runs of 300 consecutive events every 100,000)")
+    allrows = [x for v in variants for x in res[v]]
+    bn = max(x["big_n"] for x in allrows)
+    bm = max(x["big_mb"] for x in allrows)
+    verdict("no batch held more than outbox.batch_max_bytes = %s of payload (largest batch seen: %d events, "
+            "%.1f MB of payload text)" % (args.batch_max_bytes, bn, bm),
+            bm * 1e6 <= parse_bytes(args.batch_max_bytes) * 1.1)
+
+
+def parse_bytes(text):
+    units = {"kB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}
+    for u, f in units.items():
+        if text.endswith(u):
+            return int(text[:-len(u)]) * f
+    return int(text)
+
+
+# ---------------------------------------------------------------------------------------
+# listen: a session that LISTENs and consumes notifications until killed (writers.sh).
+
+
+def listen(args):
+    c = connect()
+    c.execute("LISTEN %s" % args.channel)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    n = 0
+    for _ in c.notifies():
+        n += 1
+
+
+def main():
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("throughput")
+    t.add_argument("--bootstrap", required=True)
+    t.add_argument("--rounds", type=int, default=3)
+    t.add_argument("--rows", type=int, default=200000)
+    t.add_argument("--rows-b1", type=int, default=5000)
+    t.add_argument("--rows-kafka-b1", type=int, default=1000)
+    t.add_argument("--rows-kafka-b100", type=int, default=20000)
+    t.add_argument("--rows-kafka1p-b100", type=int, default=100000)
+    t.add_argument("--topic-p1", default="bench.p1")
+    t.set_defaults(func=throughput)
+    lt = sub.add_parser("latency")
+    lt.add_argument("--bootstrap", required=True)
+    lt.add_argument("--rounds", type=int, default=3)
+    lt.add_argument("--rate", type=float, default=200)
+    lt.add_argument("--seconds", type=float, default=15)
+    lt.add_argument("--warmup", type=float, default=1)
+    lt.add_argument("--mock-fifo", required=True)
+    lt.add_argument("--mock-out", required=True)
+    lt.set_defaults(func=latency)
+    m = sub.add_parser("memory")
+    m.add_argument("--bootstrap", required=True)
+    m.add_argument("--rounds", type=int, default=3)
+    m.add_argument("--small", type=int, default=200000)
+    m.add_argument("--big", type=int, default=1000000)
+    m.add_argument("--batch-max-bytes", default="4MB")
+    m.add_argument("--shared-buffers", default="?")
+    m.set_defaults(func=memory)
+    li = sub.add_parser("listen")
+    li.add_argument("--channel", default="outbox_events")
+    li.set_defaults(func=listen)
+    args = p.parse_args()
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# Writer throughput with the relay's wake-up at commit on and off, and with a
+# NOTIFY-per-commit trigger instead (issue #3; target: at most 3 % loss at 32 writers; the
+# article's peer measured the NOTIFY trigger at -40 % with 8 writers and -55 % with 32).
+#
+# pgbench (-M prepared), 1 / 8 / 32 clients (-j 1 / 2 / 2), each transaction:
+#   BEGIN; INSERT an order RETURNING id; SELECT outbox.enqueue('order', id, 'OrderPlaced',
+#   ~170-byte JSON); COMMIT
+# Variants (the relay runs with the null sink in all three, publishing what is written):
+#   wake on   outbox.wake_at_commit = on (default): each committing writer sets the relay's
+#             latch
+#   wake off  PGOPTIONS='-c outbox.wake_at_commit=off': the relay finds the events by its
+#             poll (outbox.poll_interval, 1 s by default)
+#   notify    wake off, and the order table has an AFTER INSERT trigger that runs
+#             pg_notify('outbox_events', id) (the hand-made alternative to the latch); a
+#             session LISTENs and consumes the notifications, as a relay woken by NOTIFY
+#             would
+#   on_async  diagnostic: wake on, with the relay's own transactions at
+#             synchronous_commit = off (the writers stay at on): how much of the cost of
+#             waking the relay is the relay's commits waiting for their own WAL flush
+# Interleaved rounds (the order of the variants rotates); median tps; loss = 1 - the median
+# of the per-round ratios against "wake off". Alongside: the relay's CPU (utime + stime of
+# its process) and its batches per second in each run.
+#
+#   bash bench/relay/writers.sh          # 5 rounds x 5 s per variant and client count, ~6.5 min
+#   QUICK=1 bash bench/relay/writers.sh  # 3 rounds x 2 s, ~2 min
+# ROUNDS, SECONDS_PER_RUN, CLIENTS override.
+set -euo pipefail
+# shellcheck source=bench/relay/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+if [ "$QUICK" = 1 ]; then
+  ROUNDS=${ROUNDS:-3}; SECONDS_PER_RUN=${SECONDS_PER_RUN:-2}
+else
+  ROUNDS=${ROUNDS:-5}; SECONDS_PER_RUN=${SECONDS_PER_RUN:-5}
+fi
+CLIENTS=${CLIENTS:-"1 8 32"}
+
+relay_header "writers: pgbench throughput with the relay's wake-up at commit on / off / NOTIFY trigger"
+relay_start 56303
+echo "   cluster 127.0.0.1:$BENCH_PORT ($BENCH_WORK), relay pid $RELAY_PID"
+echo "   rounds=$ROUNDS, $SECONDS_PER_RUN s per run, clients: $CLIENTS"
+
+sql -o /dev/null <<'SQL'
+SELECT outbox.configure_sink('null');
+CREATE TABLE orders (
+    id          bigserial     PRIMARY KEY,
+    customer_id bigint        NOT NULL,
+    total       numeric(12,2) NOT NULL,
+    created_at  timestamptz   NOT NULL DEFAULT now()
+);
+CREATE TABLE orders_notify (LIKE orders INCLUDING ALL);
+CREATE SEQUENCE orders_notify_id_seq OWNED BY orders_notify.id;
+ALTER TABLE orders_notify ALTER COLUMN id SET DEFAULT nextval('orders_notify_id_seq');
+CREATE FUNCTION notify_outbox() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('outbox_events', NEW.id::text);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER orders_notify_event AFTER INSERT ON orders_notify
+    FOR EACH ROW EXECUTE FUNCTION notify_outbox();
+SQL
+
+txn() {  # TABLE
+  cat <<EOF
+\set cid random(1, 1000000)
+\set sku random(1, 99999)
+\set qty random(1, 9)
+BEGIN;
+INSERT INTO $1 (customer_id, total) VALUES (:cid, :cid % 1000 + 0.99) RETURNING id AS oid \gset
+SELECT outbox.enqueue('order', :oid::text, 'OrderPlaced', ('{"order_id": ' || :oid || ', "customer_id": ' || :cid || ', "total": "' || (:cid % 1000) || '.99", "currency": "EUR", "items": [{"sku": "SKU-' || :sku || '", "qty": ' || :qty || '}], "placed_at": "' || now() || '"}')::jsonb);
+COMMIT;
+EOF
+}
+txn orders | bench_file plain.sql >/dev/null
+txn orders_notify | bench_file notify.sql >/dev/null
+
+# The LISTENing session (stopped at exit).
+"$PY" "$RELAY_BENCH_DIR/relaybench.py" listen --channel outbox_events &
+RELAY_EXTRA_PIDS="$RELAY_EXTRA_PIDS $!"
+
+# Writers always run with synchronous_commit = on (PGOPTIONS). The relay takes the server's
+# value: on, except in the diagnostic variant on_async, where it is set to off with ALTER
+# SYSTEM + reload (the relay rereads its settings on reload), so that the relay's commits do
+# not wait for their WAL flush.
+VARIANTS="on off notify on_async"
+declare -A FILE=([on]=plain [off]=plain [notify]=notify [on_async]=plain)
+declare -A OPTS=([on]="-c synchronous_commit=on" [off]="-c synchronous_commit=on -c outbox.wake_at_commit=off"
+                 [notify]="-c synchronous_commit=on -c outbox.wake_at_commit=off"
+                 [on_async]="-c synchronous_commit=on")
+declare -A LABEL=([on]="wake at commit on (default)" [off]="wake at commit off (poll 1 s)"
+                  [notify]="wake off + NOTIFY-per-commit trigger"
+                  [on_async]="wake on, relay synchronous_commit=off")
+relay_sync() {  # on|off: synchronous_commit of the relay (the server's value)
+  if [ "$1" = off ]; then sqlv "ALTER SYSTEM SET synchronous_commit = off" >/dev/null
+  else sqlv "ALTER SYSTEM RESET synchronous_commit" >/dev/null; fi
+  sqlv "SELECT pg_reload_conf()" >/dev/null
+  sleep 0.3
+}
+
+relay_cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$RELAY_PID/stat"; }
+relay_batches() { sqlv "SELECT batches FROM outbox._workers()"; }
+TICKS=$(getconf CLK_TCK)
+
+results="$BENCH_WORK/results.txt"   # clients round variant tps relay_cpu_pct batches_per_s
+: >"$results"
+for v in on notify; do  # warm-up
+  as_postgres pgbench -h "$BENCH_WORK" -p "$BENCH_PORT" -n -M prepared -c 2 -T 1 -f "$BENCH_WORK/${FILE[$v]}.sql" "$BENCH_DB" >/dev/null 2>&1
+done
+# The relay's UPDATE of a partition is a plan prepared once and kept (SPI_keepplan): made
+# while the partition was still nearly empty and never analyzed, it is a Seq Scan with
+# "Filter: ctid = ANY($2)", which then reads the whole partition for every batch, until an
+# ANALYZE of the partition invalidates it (autovacuum's, within a minute or so, in service).
+# So that every variant is measured in that later state, not in the first minute of a
+# fresh partition, write some events and ANALYZE before the first measured run.
+as_postgres pgbench -h "$BENCH_WORK" -p "$BENCH_PORT" -n -M prepared -c 4 -j 2 -t 2500 -f "$BENCH_WORK/plain.sql" "$BENCH_DB" >/dev/null 2>&1
+sql -c "ANALYZE outbox.events"
+read -r -a vlist <<<"$VARIANTS"
+n=${#vlist[@]}
+for c in $CLIENTS; do
+  j=$((c < 2 ? c : 2))
+  for r in $(seq 1 "$ROUNDS"); do
+    printf '   clients=%s round %s/%s:' "$c" "$r" "$ROUNDS"
+    for k in $(seq 0 $((n - 1))); do
+      v=${vlist[$(((k + r - 1) % n))]}
+      out="$BENCH_WORK/out.$v.$c.$r"
+      if [ "$v" = on_async ]; then relay_sync off; fi
+      t0=$(relay_cpu_ticks); b0=$(relay_batches)
+      if ! as_postgres env PGOPTIONS="${OPTS[$v]}" pgbench -h "$BENCH_WORK" -p "$BENCH_PORT" -n -M prepared \
+           -c "$c" -j "$j" -T "$SECONDS_PER_RUN" -f "$BENCH_WORK/${FILE[$v]}.sql" "$BENCH_DB" >"$out" 2>&1; then
+        cat "$out"; exit 1
+      fi
+      t1=$(relay_cpu_ticks); b1=$(relay_batches)
+      if [ "$v" = on_async ]; then relay_sync on; fi
+      tps=$(pgbench_tps "$out")
+      cpu=$(awk -v a="$t0" -v b="$t1" -v hz="$TICKS" -v s="$SECONDS_PER_RUN" 'BEGIN { printf "%.1f", 100 * (b - a) / hz / s }')
+      bps=$(awk -v a="$b0" -v b="$b1" -v s="$SECONDS_PER_RUN" 'BEGIN { printf "%.0f", (b - a) / s }')
+      echo "$c $r $v $tps $cpu $bps" >>"$results"
+      printf ' %s=%.0f' "$v" "$tps"
+    done
+    echo
+  done
+done
+left=$(sqlv "SELECT count(*) FROM outbox.events WHERE published_at IS NULL")
+total=$(sqlv "SELECT count(*) FROM outbox.events")
+echo "   (events written: $total; still unpublished at the end: $left)"
+
+vals() {  # CLIENTS VARIANT FIELD
+  awk -v c="$1" -v v="$2" -v f="$3" '$1 == c && $3 == v { print $f }' "$results"
+}
+echo
+echo "-- results: median tps over $ROUNDS rounds of ${SECONDS_PER_RUN}s; vs off = median of the per-round"
+echo "   ratios to 'wake off'; relay CPU = the relay process's CPU time / run time; batches/s = the relay's"
+declare -A REL
+for c in $CLIENTS; do
+  echo
+  echo "   clients=$c"
+  printf '   %-40s %9s %9s %9s %9s %10s %10s\n' variant "tps(med)" min max "vs off" "relay CPU" "batches/s"
+  for v in $VARIANTS; do
+    med=$(vals "$c" "$v" 4 | median)
+    min=$(vals "$c" "$v" 4 | sort -g | head -n 1)
+    max=$(vals "$c" "$v" 4 | sort -g | tail -n 1)
+    rat=$(awk -v c="$c" -v v="$v" '$1 == c && $3 == v { t[$2] = $4 } $1 == c && $3 == "off" { s[$2] = $4 }
+          END { for (r in t) if (r in s) print t[r] / s[r] }' "$results" | median)
+    REL[$c.$v]=$rat
+    printf '   %-40s %9.0f %9.0f %9.0f %+8.1f%% %9.0f%% %10.0f\n' "${LABEL[$v]}" "$med" "$min" "$max" \
+      "$(awk -v x="$rat" 'BEGIN { print 100 * (x - 1) }')" "$(vals "$c" "$v" 5 | median)" "$(vals "$c" "$v" 6 | median)"
+  done
+done
+
+echo
+echo "-- targets"
+for c in $CLIENTS; do
+  x=${REL[$c.on]}
+  loss=$(awk -v x="$x" 'BEGIN { printf "%.1f", 100 * (1 - x) }')
+  if [ "$c" = 32 ]; then
+    verdict "clients=32: wake at commit costs at most 3 % of writer throughput (measured loss $loss %)" \
+      "$(awk -v x="$x" 'BEGIN { print (x >= 0.97) ? 1 : 0 }')"
+  else
+    echo "   clients=$c: wake at commit loss $loss % (no target)"
+  fi
+done
+for c in $CLIENTS; do
+  echo "   clients=$c: wake at commit with the relay's commits not waiting for their flush (synchronous_commit=off" \
+       "for the relay only): $(awk -v x="${REL[$c.on_async]}" 'BEGIN { printf "%+.1f %%", 100 * (x - 1) }') vs wake off"
+done
+for c in $CLIENTS; do
+  y=${REL[$c.notify]}
+  echo "   clients=$c: NOTIFY-per-commit trigger vs wake off: $(awk -v x="$y" 'BEGIN { printf "%+.1f %%", 100 * (x - 1) }')" \
+       "(article's peer: -40 % at 8, -55 % at 32)"
+done
