@@ -137,6 +137,7 @@ relay_start() {
     return 1
   fi
   export RELAY_PID
+  echo "   relay settings: $(sqlv "SELECT string_agg(replace(name, 'outbox.', '') || '=' || setting || coalesce(unit, ''), ' ' ORDER BY name) FROM pg_settings WHERE name LIKE 'outbox.%' AND name NOT IN ('outbox.max_payload_bytes', 'outbox.partition_interval', 'outbox.retention', 'outbox.premake', 'outbox.rotate_lock_timeout')")"
 }
 
 # mock_start: the Kafka mock cluster (1 broker), as scripts/demo.sh starts it. Sets

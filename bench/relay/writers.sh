@@ -15,15 +15,12 @@
 #             pg_notify('outbox_events', id) (the hand-made alternative to the latch); a
 #             session LISTENs and consumes the notifications, as a relay woken by NOTIFY
 #             would
-#   on_async  diagnostic: wake on, with the relay's own transactions at
-#             synchronous_commit = off (the writers stay at on): how much of the cost of
-#             waking the relay is the relay's commits waiting for their own WAL flush
 # Interleaved rounds (the order of the variants rotates); median tps; loss = 1 - the median
 # of the per-round ratios against "wake off". Alongside: the relay's CPU (utime + stime of
 # its process) and its batches per second in each run.
 #
-#   bash bench/relay/writers.sh          # 5 rounds x 5 s per variant and client count, ~6.5 min
-#   QUICK=1 bash bench/relay/writers.sh  # 3 rounds x 2 s, ~2 min
+#   bash bench/relay/writers.sh          # 5 rounds x 5 s per variant and client count, ~5 min
+#   QUICK=1 bash bench/relay/writers.sh  # 3 rounds x 2 s, ~1.5 min
 # ROUNDS, SECONDS_PER_RUN, CLIENTS override.
 set -euo pipefail
 # shellcheck source=bench/relay/lib.sh
@@ -80,24 +77,11 @@ txn orders_notify | bench_file notify.sql >/dev/null
 "$PY" "$RELAY_BENCH_DIR/relaybench.py" listen --channel outbox_events &
 RELAY_EXTRA_PIDS="$RELAY_EXTRA_PIDS $!"
 
-# Writers always run with synchronous_commit = on (PGOPTIONS). The relay takes the server's
-# value: on, except in the diagnostic variant on_async, where it is set to off with ALTER
-# SYSTEM + reload (the relay rereads its settings on reload), so that the relay's commits do
-# not wait for their WAL flush.
-VARIANTS="on off notify on_async"
-declare -A FILE=([on]=plain [off]=plain [notify]=notify [on_async]=plain)
-declare -A OPTS=([on]="-c synchronous_commit=on" [off]="-c synchronous_commit=on -c outbox.wake_at_commit=off"
-                 [notify]="-c synchronous_commit=on -c outbox.wake_at_commit=off"
-                 [on_async]="-c synchronous_commit=on")
+VARIANTS="on off notify"
+declare -A FILE=([on]=plain [off]=plain [notify]=notify)
+declare -A OPTS=([on]="" [off]="-c outbox.wake_at_commit=off" [notify]="-c outbox.wake_at_commit=off")
 declare -A LABEL=([on]="wake at commit on (default)" [off]="wake at commit off (poll 1 s)"
-                  [notify]="wake off + NOTIFY-per-commit trigger"
-                  [on_async]="wake on, relay synchronous_commit=off")
-relay_sync() {  # on|off: synchronous_commit of the relay (the server's value)
-  if [ "$1" = off ]; then sqlv "ALTER SYSTEM SET synchronous_commit = off" >/dev/null
-  else sqlv "ALTER SYSTEM RESET synchronous_commit" >/dev/null; fi
-  sqlv "SELECT pg_reload_conf()" >/dev/null
-  sleep 0.3
-}
+                  [notify]="wake off + NOTIFY-per-commit trigger")
 
 relay_cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$RELAY_PID/stat"; }
 relay_batches() { sqlv "SELECT batches FROM outbox._workers()"; }
@@ -125,14 +109,12 @@ for c in $CLIENTS; do
     for k in $(seq 0 $((n - 1))); do
       v=${vlist[$(((k + r - 1) % n))]}
       out="$BENCH_WORK/out.$v.$c.$r"
-      if [ "$v" = on_async ]; then relay_sync off; fi
       t0=$(relay_cpu_ticks); b0=$(relay_batches)
       if ! as_postgres env PGOPTIONS="${OPTS[$v]}" pgbench -h "$BENCH_WORK" -p "$BENCH_PORT" -n -M prepared \
            -c "$c" -j "$j" -T "$SECONDS_PER_RUN" -f "$BENCH_WORK/${FILE[$v]}.sql" "$BENCH_DB" >"$out" 2>&1; then
         cat "$out"; exit 1
       fi
       t1=$(relay_cpu_ticks); b1=$(relay_batches)
-      if [ "$v" = on_async ]; then relay_sync on; fi
       tps=$(pgbench_tps "$out")
       cpu=$(awk -v a="$t0" -v b="$t1" -v hz="$TICKS" -v s="$SECONDS_PER_RUN" 'BEGIN { printf "%.1f", 100 * (b - a) / hz / s }')
       bps=$(awk -v a="$b0" -v b="$b1" -v s="$SECONDS_PER_RUN" 'BEGIN { printf "%.0f", (b - a) / s }')
@@ -180,10 +162,6 @@ for c in $CLIENTS; do
   else
     echo "   clients=$c: wake at commit loss $loss % (no target)"
   fi
-done
-for c in $CLIENTS; do
-  echo "   clients=$c: wake at commit with the relay's commits not waiting for their flush (synchronous_commit=off" \
-       "for the relay only): $(awk -v x="${REL[$c.on_async]}" 'BEGIN { printf "%+.1f %%", 100 * (x - 1) }') vs wake off"
 done
 for c in $CLIENTS; do
   y=${REL[$c.notify]}
