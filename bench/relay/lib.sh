@@ -44,8 +44,7 @@ relay_cleanup() {
   fi
   if [ -n "$MOCK_PID" ]; then
     exec 9>&- 2>/dev/null || true       # end of input: the mock stops
-    local i
-    for i in $(seq 50); do kill -0 "$MOCK_PID" 2>/dev/null || break; sleep 0.1; done
+    for _ in $(seq 50); do kill -0 "$MOCK_PID" 2>/dev/null || break; sleep 0.1; done
     kill "$MOCK_PID" 2>/dev/null || true
     wait "$MOCK_PID" 2>/dev/null || true
   fi
@@ -124,9 +123,8 @@ relay_start() {
   sql -c "CREATE EXTENSION outbox"
   RB_DSN="host=$BENCH_WORK port=$BENCH_PORT dbname=$BENCH_DB user=postgres"
   export RB_DSN
-  local i
   RELAY_PID=""
-  for i in $(seq 200); do
+  for _ in $(seq 200); do
     RELAY_PID=$(sqlv "SELECT pid FROM outbox._workers() WHERE pid > 0" 2>/dev/null || true)
     [ -n "$RELAY_PID" ] && break
     sleep 0.05
@@ -148,8 +146,7 @@ mock_start() {
   "$MOCK_BIN" 1 <"$BENCH_WORK/mock.in" >"$BENCH_WORK/mock.out" 2>"$BENCH_WORK/mock.log" &
   MOCK_PID=$!
   exec 9>"$BENCH_WORK/mock.in"
-  local i
-  for i in $(seq 100); do [ -s "$BENCH_WORK/mock.out" ] && break; sleep 0.1; done
+  for _ in $(seq 100); do [ -s "$BENCH_WORK/mock.out" ] && break; sleep 0.1; done
   BOOTSTRAP=$(head -n 1 "$BENCH_WORK/mock.out")
   [ -n "$BOOTSTRAP" ] || { echo "the Kafka mock did not start:" >&2; cat "$BENCH_WORK/mock.log" >&2; return 1; }
   export BOOTSTRAP
@@ -161,8 +158,7 @@ mock_cmd() {
   local before
   before=$(wc -l <"$BENCH_WORK/mock.out")
   echo "$*" >&9
-  local i
-  for i in $(seq 50); do
+  for _ in $(seq 50); do
     [ "$(wc -l <"$BENCH_WORK/mock.out")" -gt "$before" ] && break
     sleep 0.1
   done
