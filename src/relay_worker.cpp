@@ -403,17 +403,20 @@ class Relay {
       const char* name = get_rel_name(rel);
       if (name == nullptr) elog(ERROR, "outbox relay: partition %u disappeared", rel);
       const char* table = quote_qualified_identifier("outbox", name);
+      // Always custom plans: a generic plan made while the partition was new and empty can
+      // be a sequential scan, and would stay cached while the partition fills.
       SPIPlanPtr p;
       if (reject) {
         Oid types[4] = {TIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
-        p = SPI_prepare(psprintf("UPDATE %s SET attempts = attempts + 1, last_error = $2, "
-                                 "next_attempt_at = $3, dead_at = $4 WHERE ctid = $1",
-                                 table),
-                        4, types);
+        p = SPI_prepare_cursor(psprintf("UPDATE %s SET attempts = attempts + 1, last_error = $2, "
+                                        "next_attempt_at = $3, dead_at = $4 WHERE ctid = $1",
+                                        table),
+                               4, types, CURSOR_OPT_CUSTOM_PLAN);
       } else {
         Oid types[2] = {TIMESTAMPTZOID, TIDARRAYOID};
-        p = SPI_prepare(psprintf("UPDATE %s SET published_at = $1 WHERE ctid = ANY($2)", table), 2,
-                        types);
+        p = SPI_prepare_cursor(
+            psprintf("UPDATE %s SET published_at = $1 WHERE ctid = ANY($2)", table), 2, types,
+            CURSOR_OPT_CUSTOM_PLAN);
       }
       if (p == nullptr) elog(ERROR, "outbox relay: SPI_prepare failed");
       SPI_keepplan(p);

@@ -106,6 +106,8 @@ KafkaSink::KafkaSink(const Options& options) {
   set(conf.get(), "acks", "all");
   set(conf.get(), "partitioner", "murmur2_random");
   set(conf.get(), "client.id", "outbox-relay");
+  // The relay hands over a whole batch and then waits for it: lingering only adds latency.
+  set(conf.get(), "linger.ms", "0");
 
   std::string topic_template(routing::kDefaultTopicTemplate);
   std::vector<std::pair<std::string, std::string>> shown_options;

@@ -17,7 +17,8 @@
 // idempotence), which is what keeps messages of one key in order across retries.
 // Defaults that differ from librdkafka's: partitioner=murmur2_random (the Java client's
 // partitioner, so a key lands on the same partition as from Debezium or any Java producer)
-// and client.id=outbox-relay. Both can be overridden.
+// client.id=outbox-relay, and linger.ms=0 (the relay sends a whole batch and waits for it,
+// so lingering would only add latency). All can be overridden.
 //
 // Each message: topic from the template, key = aggregateid, value = payload, headers id,
 // type, then the event's own headers; timestamp per the `timestamp` option.
