@@ -41,7 +41,7 @@ bench_header "cost: what an outbox row adds to the business transaction"
 # the middle of one variant's run would be noise, not a cost of that variant.
 bench_start 55301 "autovacuum = off"
 
-sql <<'EOF'
+sql <<EOF
 CREATE EXTENSION outbox;
 -- The business row.
 CREATE TABLE orders (
@@ -50,17 +50,8 @@ CREATE TABLE orders (
     total       numeric(12,2) NOT NULL,
     created_at  timestamptz   NOT NULL DEFAULT now()
 );
--- The article's hand-made outbox table (Debezium's columns, bigserial id) and its
--- partial index.
-CREATE TABLE outbox_naive (
-    id            bigserial PRIMARY KEY,
-    aggregatetype varchar(255),
-    aggregateid   varchar(255),
-    type          varchar(255),
-    payload       jsonb,
-    created_at    timestamptz DEFAULT now(),
-    published_at  timestamptz
-);
+-- The article's hand-made outbox table and its partial index.
+$(naive_table_sql outbox_naive)
 CREATE INDEX outbox_unpublished ON outbox_naive (id) WHERE published_at IS NULL;
 EOF
 
