@@ -182,6 +182,7 @@ KafkaSink::~KafkaSink() {
   batch_outcomes_ = nullptr;
   rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
   rd_kafka_poll(rk_, 0);
+  for (const auto& [name, rkt] : topics_) rd_kafka_topic_destroy(rkt);
   rd_kafka_destroy(rk_);
 }
 
@@ -258,6 +259,24 @@ void KafkaSink::fail_pending(const std::string& error) {
   batch_pending_ = 0;
 }
 
+rd_kafka_topic_t* KafkaSink::topic_handle(const std::string& name) {
+  auto it = topics_.find(name);
+  if (it != topics_.end()) return it->second;
+  // Why a handle rather than rd_kafka_producev(RD_KAFKA_V_TOPIC(name)): a topic that first
+  // appears by name in producev gets no metadata request of its own (librdkafka 2.0,
+  // https://github.com/confluentinc/librdkafka/issues/3202). Unless the producer knew the
+  // topic before its first broker connection (whose metadata request covers the known
+  // topics), its messages wait for librdkafka's topic scan, which runs once a second: the
+  // first batch after every sink creation, and the first one of each new topic, waited up to
+  // 1 s. rd_kafka_topic_new() asks for the topic's metadata at once (asynchronously; it is
+  // the request the scan would send later), against a real cluster as against the mock.
+  it = topics_.emplace(name, nullptr).first;  // may throw: nothing to leak yet
+  it->second = rd_kafka_topic_new(rk_, name.c_str(), nullptr);
+  rd_kafka_topic_t* rkt = it->second;
+  if (rkt == nullptr) topics_.erase(it);
+  return rkt;
+}
+
 void KafkaSink::send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
                      std::chrono::milliseconds timeout) {
   outcomes.resize(messages.size());
@@ -304,15 +323,20 @@ void KafkaSink::send(const std::vector<Message>& messages, std::vector<Outcome>&
         timestamp_from_event_ && m.created_at_unix_us > 0 ? m.created_at_unix_us / 1000 : 0;
     void* opaque = reinterpret_cast<void*>(static_cast<std::uintptr_t>(batch_first_seq_ + i));
 
-    rd_kafka_resp_err_t err;
-    for (;;) {
+    rd_kafka_topic_t* rkt = topic_handle(topic);
+    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (rkt == nullptr) {
+      err = rd_kafka_last_error();
+      if (err == RD_KAFKA_RESP_ERR_NO_ERROR) err = RD_KAFKA_RESP_ERR__INVALID_ARG;
+    }
+    while (rkt != nullptr) {  // until queued, or not queueable
       rd_kafka_headers_t* headers = rd_kafka_headers_new(2 + m.headers.size());
       for (const auto& [name, value] : routing::message_headers(m)) {
         rd_kafka_header_add(headers, name.data(), static_cast<ssize_t>(name.size()), value.data(),
                             static_cast<ssize_t>(value.size()));
       }
       err = rd_kafka_producev(
-          rk_, RD_KAFKA_V_TOPIC(topic.c_str()),
+          rk_, RD_KAFKA_V_RKT(rkt),
           RD_KAFKA_V_KEY(routing::message_key(m).data(), routing::message_key(m).size()),
           RD_KAFKA_V_VALUE(const_cast<char*>(m.payload.data()), m.payload.size()),
           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(headers),

@@ -56,6 +56,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "sinks/routing.hpp"
@@ -90,8 +91,13 @@ class KafkaSink final : public Sink {
   // Notes a fatal error if librdkafka has raised one; returns whether one was raised.
   bool check_fatal() noexcept;
   void fail_pending(const std::string& error);
+  // The producer's handle of a topic, made on first use and kept; nullptr if librdkafka
+  // refuses the name (rd_kafka_last_error() says why).
+  rd_kafka_topic_t* topic_handle(const std::string& name);
 
   rd_kafka_t* rk_ = nullptr;
+  // Every topic this producer has sent to (destroyed before rk_).
+  std::unordered_map<std::string, rd_kafka_topic_t*> topics_;
   routing::TopicTemplate topic_template_;
   bool timestamp_from_event_ = true;
   std::string description_;
