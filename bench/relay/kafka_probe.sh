@@ -4,7 +4,9 @@
 # (produce the whole batch, then wait for every delivery report; same producer settings),
 # outside PostgreSQL, against the same mock (librdkafka's mock cluster, 1 broker), for:
 #   - the mock's default topic (4 partitions) vs topics made with 1 and 2 partitions,
-#   - linger.ms=0, socket.nagle.disable=true (the client side), max.in.flight=1.
+#   - linger.ms=0, socket.nagle.disable=true (the client side), max.in.flight=1,
+#   - the producer's start: the first batch 20 ms after rd_kafka_new, through a topic handle
+#     (as the sink produces) or by topic name (as it did before: ~1 s to the first report).
 # The mock does not set TCP_NODELAY on the connections it accepts (visible with
 # strace -e setsockopt), so when two requests are in flight the second answer can wait for
 # the client's delayed ACK (~40 ms on Linux).
@@ -31,3 +33,5 @@ probe 100 p4 linger.ms 0
 probe 100 p4 socket.nagle.disable true
 probe 100 p4 max.in.flight 1
 probe 1000 p1 linger.ms 0
+probe 1 p1 probe.start.delay.ms 20
+probe 1 p1 probe.start.delay.ms 20 probe.topic.by.name true
