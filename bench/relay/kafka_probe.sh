@@ -7,11 +7,13 @@
 #   - linger.ms=0, socket.nagle.disable=true (the client side), max.in.flight=1,
 #   - the producer's start: the first batch 20 ms after rd_kafka_new, through a topic handle
 #     (as the sink produces) or by topic name (as it did before: ~1 s to the first report).
-# The mock does not set TCP_NODELAY on the connections it accepts (visible with
-# strace -e setsockopt), so when two requests are in flight the second answer can wait for
-# the client's delayed ACK (~40 ms on Linux).
+# librdkafka's mock on its own does not set TCP_NODELAY on the connections it accepts, so
+# when two requests are in flight the second answer can wait for the client's delayed ACK
+# (~40 ms on Linux). outbox_kafka_mock sets it, as Kafka's brokers do (strace -f -e
+# setsockopt shows it; so does the mock's last line, printed at the end).
 #
-#   bash bench/relay/kafka_probe.sh     # ~30 s; needs gcc and librdkafka-dev
+#   bash bench/relay/kafka_probe.sh     # ~10 s; needs gcc and librdkafka-dev
+#   OUTBOX_KAFKA_MOCK_NAGLE=1 bash bench/relay/kafka_probe.sh   # the mock without TCP_NODELAY
 set -euo pipefail
 # shellcheck source=bench/relay/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -35,3 +37,6 @@ probe 100 p4 max.in.flight 1
 probe 1000 p1 linger.ms 0
 probe 1 p1 probe.start.delay.ms 20
 probe 1 p1 probe.start.delay.ms 20 probe.topic.by.name true
+mock_cmd quit >/dev/null
+for _ in $(seq 50); do kill -0 "$MOCK_PID" 2>/dev/null || break; sleep 0.1; done
+echo "   $(tail -n 1 "$BENCH_WORK/mock.log")"

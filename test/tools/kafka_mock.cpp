@@ -21,9 +21,19 @@
 //   quit                                 stop (so does end of input)
 // Topics are created automatically on first use with 4 partitions (the mock's default).
 // Broker ids are 1..BROKERS. Lines starting with '#' and empty lines are ignored, unanswered.
+//
+// Unlike librdkafka's mock on its own, the brokers set TCP_NODELAY on the connections they
+// accept, as Kafka's brokers do (see accept() below). At exit, a line on stderr says on how
+// many connections it was set. OUTBOX_KAFKA_MOCK_NAGLE=1 in the environment leaves it unset
+// (librdkafka's own behaviour, to compare).
+#include <dlfcn.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -33,6 +43,63 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+namespace {
+
+std::atomic<bool> nodelay{true};               // false: OUTBOX_KAFKA_MOCK_NAGLE=1
+std::atomic<unsigned long> nodelay_set{0};     // accepted connections with TCP_NODELAY
+std::atomic<unsigned long> nodelay_failed{0};  // ... where setsockopt failed
+
+// A broker answers each request as soon as it has it: without TCP_NODELAY, an answer
+// written while an earlier one is still unacknowledged waits (Nagle) for the client's
+// delayed ACK, ~40 ms on Linux. librdkafka's producer keeps one ProduceRequest per partition
+// in flight, so a batch spanning several partitions took ~40 ms against the bare mock.
+// Kafka's broker sets TCP_NODELAY on every socket it accepts (kafka.network.SocketServer,
+// Acceptor: socketChannel.socket().setTcpNoDelay(true)).
+int with_nodelay(int fd) {
+  if (fd < 0 || !nodelay.load(std::memory_order_relaxed)) return fd;
+  const int on = 1;
+  const int saved_errno = errno;
+  if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on) == 0) {
+    nodelay_set.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    nodelay_failed.fetch_add(1, std::memory_order_relaxed);
+  }
+  errno = saved_errno;
+  return fd;
+}
+
+template <typename Fn>
+Fn next_symbol(const char* name) {
+  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+}
+
+}  // namespace
+
+// librdkafka's mock broker accepts connections with accept() (rdkafka_mock.c,
+// rd_kafka_mock_broker_listen_io) and sets no socket option on them. The dynamic linker
+// looks for librdkafka's accept in the executable first, so these definitions take the
+// place of libc's: they call libc's, then set TCP_NODELAY. (accept4 too, in case a
+// librdkafka version uses it.)
+extern "C" int accept(int fd, struct sockaddr* addr, socklen_t* addr_len) {
+  using Accept = int (*)(int, struct sockaddr*, socklen_t*);
+  static const Accept libc_accept = next_symbol<Accept>("accept");
+  if (libc_accept == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return with_nodelay(libc_accept(fd, addr, addr_len));
+}
+
+extern "C" int accept4(int fd, struct sockaddr* addr, socklen_t* addr_len, int flags) {
+  using Accept4 = int (*)(int, struct sockaddr*, socklen_t*, int);
+  static const Accept4 libc_accept4 = next_symbol<Accept4>("accept4");
+  if (libc_accept4 == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return with_nodelay(libc_accept4(fd, addr, addr_len, flags));
+}
 
 namespace {
 
@@ -206,6 +273,9 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  const char* nagle = std::getenv("OUTBOX_KAFKA_MOCK_NAGLE");
+  nodelay = nagle == nullptr || *nagle == '\0' || std::strcmp(nagle, "0") == 0;
+
   // The mock cluster needs a client instance for its bookkeeping; it never connects.
   char errstr[512];
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
@@ -238,5 +308,11 @@ int main(int argc, char** argv) {
 
   rd_kafka_mock_cluster_destroy(mcluster);
   rd_kafka_destroy(rk);
+  if (nodelay) {
+    std::cerr << "outbox_kafka_mock: TCP_NODELAY set on " << nodelay_set.load() << " of "
+              << nodelay_set.load() + nodelay_failed.load() << " accepted connections\n";
+  } else {
+    std::cerr << "outbox_kafka_mock: TCP_NODELAY not set (OUTBOX_KAFKA_MOCK_NAGLE)\n";
+  }
   return 0;
 }
