@@ -16,7 +16,9 @@
 # rows and been emptied, as they would be in service.
 #
 # Polls (autocommit, as a relay runs them):
-#   SELECT seq FROM outbox.events WHERE published_at IS NULL ORDER BY seq LIMIT 100 FOR UPDATE SKIP LOCKED
+#   SELECT seq FROM outbox.events WHERE seq >= <low-water mark> AND published_at IS NULL
+#     AND dead_at IS NULL AND next_attempt_at IS NULL ORDER BY seq LIMIT 100 FOR UPDATE SKIP LOCKED
+#   (the relay's query since 0.2.0; the mark is set where a relay that has caught up has it)
 #   SELECT id FROM outbox_naive WHERE published_at IS NULL ORDER BY id LIMIT 100 FOR UPDATE SKIP LOCKED
 # timed with pgbench (-M simple: parsed and planned each time, as psql does; -M prepared:
 # planned once, as psycopg does after 5 executions), one client, in interleaved rounds.
@@ -83,6 +85,7 @@ INSERT INTO outbox_naive (aggregatetype, aggregateid, type, payload)
 INSERT INTO outbox_naive_noidx (aggregatetype, aggregateid, type, payload)
   SELECT 'order', g::text, 'OrderPlaced', jsonb_build_object('order_id', g, 'total', '9.99') FROM generate_series(1, $BURST_ROWS) g;
 UPDATE outbox.events SET published_at = now() WHERE published_at IS NULL;
+UPDATE outbox.relay_state SET low_water = (SELECT max(seq) + 1 FROM outbox.events);
 UPDATE outbox_naive SET published_at = now() WHERE published_at IS NULL;
 UPDATE outbox_naive_noidx SET published_at = now() WHERE published_at IS NULL;
 EOF
@@ -133,7 +136,10 @@ done
 NPARTS_MANY=$(sqlf bench -At -c "SELECT count(*) FROM pg_inherits WHERE inhparent = 'outbox.events'::regclass")
 NPARTS_FEW=$(sqlf bench_few -At -c "SELECT count(*) FROM pg_inherits WHERE inhparent = 'outbox.events'::regclass")
 
-POLL_OUTBOX='SELECT seq FROM outbox.events WHERE published_at IS NULL ORDER BY seq LIMIT 100 FOR UPDATE SKIP LOCKED;'
+# Both databases were loaded alike, so their marks are equal; the higher one is used.
+LOW_WATER=$( (sqlf bench -At -c "SELECT low_water FROM outbox.relay_state"
+              sqlf bench_few -At -c "SELECT low_water FROM outbox.relay_state") | sort -n | tail -1)
+POLL_OUTBOX="SELECT seq FROM outbox.events WHERE seq >= $LOW_WATER AND published_at IS NULL AND dead_at IS NULL AND next_attempt_at IS NULL ORDER BY seq LIMIT 100 FOR UPDATE SKIP LOCKED;"
 POLL_NAIVE='SELECT id FROM outbox_naive WHERE published_at IS NULL ORDER BY id LIMIT 100 FOR UPDATE SKIP LOCKED;'
 POLL_NOIDX='SELECT id FROM outbox_naive_noidx WHERE published_at IS NULL ORDER BY id LIMIT 100 FOR UPDATE SKIP LOCKED;'
 echo "$POLL_OUTBOX" | bench_file poll_outbox.sql >/dev/null
@@ -142,7 +148,7 @@ echo "$POLL_NOIDX" | bench_file poll_naive.sql >/dev/null
 # Diagnostic, not a relay's query (it would miss unpublished rows in older partitions): the
 # same poll limited to the current partition by a constant, so that the planner prunes.
 CUR_LOWER=$(sqlf bench -At -c "SELECT lower_bound FROM outbox.partitions WHERE lower_bound <= now() AND now() < upper_bound")
-POLL_PRUNED="SELECT seq FROM outbox.events WHERE published_at IS NULL AND part_at >= '$CUR_LOWER' ORDER BY seq LIMIT 100 FOR UPDATE SKIP LOCKED;"
+POLL_PRUNED="SELECT seq FROM outbox.events WHERE seq >= $LOW_WATER AND published_at IS NULL AND part_at >= '$CUR_LOWER' ORDER BY seq LIMIT 100 FOR UPDATE SKIP LOCKED;"
 echo "$POLL_PRUNED" | bench_file poll_pruned.sql >/dev/null
 
 echo

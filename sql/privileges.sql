@@ -10,8 +10,9 @@ SELECT p.proname
  WHERE p.pronamespace = 'outbox'::regnamespace
    AND has_function_privilege('app_nobody', p.oid, 'EXECUTE')
  ORDER BY 1;
--- Every function pins search_path, except the two C entry points on the hot path, whose
--- only SQL is a schema-qualified INSERT without operator or function names (see below).
+-- Every function pins search_path, except the three C functions on the hot path: enqueue and
+-- enqueue_batch, whose only SQL is a schema-qualified INSERT without operator or function
+-- names (see below), and _next_seq, the column default, which runs no SQL.
 SELECT p.proname
   FROM pg_proc p
  WHERE p.pronamespace = 'outbox'::regnamespace

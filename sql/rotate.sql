@@ -78,6 +78,21 @@ DROP TABLE outbox.:"hand_dropped";
 SELECT count(*) AS failed FROM outbox.rotate() WHERE partition = :'hand_dropped';
 SELECT count(*) AS still_listed FROM outbox.partitions WHERE name = :'hand_dropped';
 
+-- Below the relay's low-water mark, a dead letter and an event waiting for a retry still
+-- keep their partitions: rotate reads the mark, then the retry and dead-letter indexes.
+SELECT count(outbox.enqueue('order', a, 'OrderCreated', '{}')) AS enqueued
+  FROM unnest(ARRAY['dead', 'retrying', 'done']) a;
+UPDATE outbox.events SET published_at = now() WHERE aggregateid = 'done';
+UPDATE outbox.events SET attempts = 10, dead_at = now() WHERE aggregateid = 'dead';
+UPDATE outbox.events SET attempts = 1, next_attempt_at = now() + interval '1 hour'
+ WHERE aggregateid = 'retrying';
+UPDATE outbox.relay_state SET low_water = (SELECT max(seq) + 1 FROM outbox.events);
+SELECT pg_sleep(4);
+SET client_min_messages = error;
+SELECT count(*) > 0 AS some_dropped FROM outbox.rotate() WHERE action = 'dropped';
+RESET client_min_messages;
+SELECT aggregateid FROM outbox.events WHERE aggregateid IN ('dead', 'retrying', 'done') ORDER BY 1;
+
 -- Rotation needs READ COMMITTED: an older snapshot could miss unpublished rows.
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT * FROM outbox.rotate();

@@ -19,6 +19,8 @@
 
 extern "C" {
 #include "access/table.h"
+#include "access/xact.h"
+#include "commands/sequence.h"
 #include "partitioning/partbounds.h"
 #include "partitioning/partdesc.h"
 #include "utils/array.h"
@@ -423,5 +425,16 @@ OUTBOX_FUNCTION(outbox_enqueue_batch) {
     MemoryContextDelete(per_event);
     ArrayType* result = construct_array(ids, count, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR);
     return PointerGetDatum(result);
+  });
+}
+
+// outbox._next_seq(regclass): the default of outbox.events.seq. The transaction gets its
+// xid before the sequence value, so once a snapshot's xmin has passed the next xid read
+// after the sequence, no transaction that could still commit an event at or below that
+// value is running. The relay's low-water mark relies on it (src/relay_worker.cpp).
+OUTBOX_FUNCTION(outbox_next_seq) {
+  return guard([&] {
+    (void)GetTopTransactionId();
+    return Int64GetDatum(nextval_internal(PG_GETARG_OID(0), true));
   });
 }

@@ -2,12 +2,27 @@
 // and marks them published once the sink has acknowledged them.
 //
 // One batch is one transaction:
-//   SELECT ... WHERE published_at IS NULL ... ORDER BY seq LIMIT n FOR UPDATE SKIP LOCKED
+//   SELECT ... WHERE seq >= <low-water mark> AND published_at IS NULL ... ORDER BY seq
+//     LIMIT n FOR UPDATE SKIP LOCKED   (plus, now and then, the events due for a retry)
 //   -> sink.send(batch) -> UPDATE <partition> SET published_at = ... WHERE ctid = ANY(...)
 //   -> COMMIT
-// Nothing is remembered between batches (no "id > last_id": it loses late commits). A
-// crash anywhere before COMMIT releases the rows and they are sent again: at least once.
+// A crash anywhere before COMMIT releases the rows and they are sent again: at least once.
 // Back-off happens with no transaction open.
+//
+// The low-water mark. Every event with seq below it is published or dead-lettered, so the
+// scan starts there, and no index has to mention published_at: marking is a heap-only
+// update (partitions keep free space on each page, outbox.partition_fillfactor). The mark
+// is not "id > last_id", which loses late commits: it only passes a value once no
+// transaction that could still commit an event at or below it is running.
+//   - outbox._next_seq() gives a transaction its xid before its sequence value.
+//   - The relay reads the sequence (C) and then the next xid (N): every value <= C was
+//     taken by a transaction whose xid is < N.
+//   - Once a snapshot's xmin is >= N, all of those transactions have ended, and that
+//     snapshot sees every event <= C that will ever exist. The mark moves up to the first
+//     unpublished one of them (or C + 1).
+// A long transaction holds xmin back and so holds the mark; nothing is skipped, the scan
+// only starts lower. Events waiting for a retry have next_attempt_at set and their own
+// partial index; they do not hold the mark.
 #include <algorithm>
 #include <cmath>
 #include <chrono>
@@ -27,10 +42,13 @@ extern "C" {
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
+#include "access/transam.h"
+#include "access/xact.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "utils/array.h"
 #include "utils/snapmgr.h"
+#include "utils/xid8.h"
 #include "utils/wait_event.h"
 }
 
@@ -41,23 +59,43 @@ PGDLLEXPORT void outbox_relay_main(Datum arg);
 namespace outbox::pg {
 namespace {
 
-// The queue: the partial index on (seq) WHERE published_at IS NULL, in insert order.
+// New events, from the low-water mark up ($2), in insert order (index events_queue).
 //
-// $3 is where the scan starts. Normally -1: every unpublished row, nothing remembered. While
-// a backlog drains (the previous batch was full) it is the last batch's highest seq, so the
-// scan does not walk again over the index entries of rows it has just published (they stay
-// in the index until vacuum, and rescanning them made each batch cost the whole drain so
-// far). A row that commits late below that mark is not lost: the scan starts from -1 again
-// as soon as a batch is not full, and at least every outbox.poll_interval.
-constexpr const char* kFetchSql =
+// While a backlog drains (the previous batch was full) $2 is above the mark: the last
+// batch's highest seq, so that the scan does not walk again over the rows it has just
+// published. A row that commits late below that point is not lost: the scan starts from
+// the mark again as soon as a batch is not full, and at least every outbox.poll_interval.
+constexpr const char* kFetchNewSql =
     "SELECT tableoid, ctid, id::text, aggregatetype::text, aggregateid::text, type::text, "
     "       payload::text, headers, attempts, created_at, seq "
     "  FROM outbox.events "
-    " WHERE published_at IS NULL AND dead_at IS NULL "
-    "   AND (next_attempt_at IS NULL OR next_attempt_at <= $1) "
-    "   AND seq > $3 "
-    " ORDER BY seq LIMIT $2 "
+    " WHERE seq >= $2 AND published_at IS NULL AND dead_at IS NULL AND next_attempt_at IS NULL "
+    " ORDER BY seq LIMIT $1 "
     "   FOR UPDATE SKIP LOCKED";
+// Events whose retry time has come (index events_retry).
+constexpr const char* kFetchRetrySql =
+    "SELECT tableoid, ctid, id::text, aggregatetype::text, aggregateid::text, type::text, "
+    "       payload::text, headers, attempts, created_at, seq "
+    "  FROM outbox.events "
+    " WHERE next_attempt_at <= $2 AND published_at IS NULL AND dead_at IS NULL "
+    " ORDER BY seq LIMIT $1 "
+    "   FOR UPDATE SKIP LOCKED";
+// The highest sequence value handed out so far, and whether the sequence caches values
+// (then a value below it can still be handed out later, and the mark must not move).
+constexpr const char* kSequenceSql =
+    "SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END, p.seqcache "
+    "  FROM outbox.events_seq s, pg_catalog.pg_sequence p "
+    " WHERE p.seqrelid = 'outbox.events_seq'::pg_catalog.regclass";
+// NULL while a transaction older than next xid $1 runs; else the new mark: the first new
+// unpublished event in [$2, $3], or $3 + 1.
+constexpr const char* kLowWaterSql =
+    "SELECT CASE WHEN pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot()) >= $1 "
+    "  THEN coalesce((SELECT min(seq) FROM outbox.events "
+    "                  WHERE seq >= $2 AND seq <= $3 AND published_at IS NULL "
+    "                    AND dead_at IS NULL AND next_attempt_at IS NULL), $3 + 1) END";
+// How often the mark is moved and saved. Between moves the scan starts a little lower.
+constexpr int64 kLowWaterCheckUs = 10 * 1000;
+constexpr int64 kLowWaterSaveUs = 1000 * 1000;
 // Rows per cursor fetch: the first fetch is small, later ones are sized from the average
 // payload so that a batch stays near outbox.batch_max_bytes even with large payloads.
 constexpr int kFirstFetch = 32;
@@ -257,6 +295,7 @@ class Relay {
 
     struct Config {
       bool has_extension;
+      bool needs_update;
       bool configured;
       char* name;
       Jsonb* options;
@@ -267,7 +306,9 @@ class Relay {
       Config c{};
       Oid nsp = get_namespace_oid("outbox", true);
       c.has_extension = OidIsValid(nsp) && OidIsValid(get_relname_relid("sink_config", nsp));
-      if (!c.has_extension) return c;
+      // relay_state appeared in 0.2.0: until ALTER EXTENSION outbox UPDATE, wait.
+      c.needs_update = c.has_extension && !OidIsValid(get_relname_relid("relay_state", nsp));
+      if (!c.has_extension || c.needs_update) return c;
       int rc = SPI_execute("SELECT sink, options, updated_at FROM outbox.sink_config", true, 1);
       if (rc != SPI_OK_SELECT) elog(ERROR, "outbox relay: reading outbox.sink_config failed");
       if (SPI_processed == 0) return c;
@@ -285,12 +326,13 @@ class Relay {
     commit_transaction();
     generation_ = generation;
 
-    if (!config.has_extension || !config.configured) {
+    if (!config.has_extension || config.needs_update || !config.configured) {
       sink_.reset();
       sink_name_.clear();
       counters_.sink[0] = '\0';
-      publish(config.has_extension ? WorkerState::kUnconfigured
-                                   : WorkerState::kWaitingForExtension);
+      publish(!config.has_extension ? WorkerState::kWaitingForExtension
+              : config.needs_update ? WorkerState::kWaitingForUpdate
+                                    : WorkerState::kUnconfigured);
       return false;
     }
     if (sink_ && sink_name_ == config.name && config_updated_at_ == config.updated_at) {
@@ -309,62 +351,174 @@ class Relay {
     return true;
   }
 
+  static SPIPlanPtr prepare_kept(const char* sql, int nargs, Oid* types) {
+    SPIPlanPtr plan = SPI_prepare(sql, nargs, types);
+    if (plan == nullptr) elog(ERROR, "outbox relay: SPI_prepare failed: %s", sql);
+    SPI_keepplan(plan);
+    return plan;
+  }
+
+  // Runs inside guard(), in the batch transaction, before the fetch. Moves the low-water
+  // mark (see the top of this file) at most every kLowWaterCheckUs.
+  void advance_low_water(TimestampTz now) {
+    if (low_water_ < 0) {
+      int rc = SPI_execute("SELECT low_water FROM outbox.relay_state", true, 1);
+      if (rc != SPI_OK_SELECT) elog(ERROR, "outbox relay: reading outbox.relay_state failed");
+      bool isnull = true;
+      Datum value = SPI_processed == 1
+                        ? SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)
+                        : Datum(0);
+      low_water_ = isnull ? 0 : DatumGetInt64(value);
+      low_water_saved_ = low_water_;
+    }
+    if (horizon_valid_ && now - low_water_checked_at_ < kLowWaterCheckUs) return;
+    low_water_checked_at_ = now;
+    if (horizon_valid_) {
+      if (low_water_plan_ == nullptr) {
+        Oid types[3] = {XID8OID, INT8OID, INT8OID};
+        low_water_plan_ = prepare_kept(kLowWaterSql, 3, types);
+      }
+      Datum params[3] = {FullTransactionIdGetDatum(horizon_xid_), Int64GetDatum(low_water_),
+                         Int64GetDatum(horizon_seq_)};
+      int rc = SPI_execute_plan(low_water_plan_, params, nullptr, false, 1);
+      if (rc != SPI_OK_SELECT || SPI_processed != 1) {
+        elog(ERROR, "outbox relay: computing the low-water mark failed");
+      }
+      bool isnull;
+      Datum mark = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+      if (isnull) return;  // a transaction that may still commit events <= C is running
+      low_water_ = std::max<int64>(low_water_, DatumGetInt64(mark));
+      horizon_valid_ = false;
+    }
+    // The next horizon: C, then N.
+    int rc = SPI_execute(kSequenceSql, false, 1);
+    if (rc != SPI_OK_SELECT || SPI_processed != 1) {
+      elog(ERROR, "outbox relay: reading outbox.events_seq failed");
+    }
+    bool isnull;
+    const int64 last =
+        DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+    const int64 cache =
+        DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+    if (cache != 1) {
+      if (!warned_sequence_cache_) {
+        ereport(WARNING, (errmsg("outbox relay: outbox.events_seq caches %ld values; the "
+                                 "low-water mark stays at %ld",
+                                 static_cast<long>(cache), static_cast<long>(low_water_)),
+                          errhint("ALTER SEQUENCE outbox.events_seq CACHE 1")));
+        warned_sequence_cache_ = true;
+      }
+      return;
+    }
+    if (last < low_water_ - 1) {
+      // Someone reset the sequence (setval, TRUNCATE ... RESTART IDENTITY): new events
+      // would sit below the mark. Start again from the bottom.
+      ereport(WARNING, (errmsg("outbox relay: outbox.events_seq went back from %ld to %ld; "
+                               "scanning the queue from the start",
+                               static_cast<long>(low_water_ - 1), static_cast<long>(last))));
+      low_water_ = 0;
+      low_water_saved_at_ = 0;
+    }
+    horizon_seq_ = last;
+    horizon_xid_ = ReadNextFullTransactionId();
+    horizon_valid_ = true;
+  }
+
+  // Runs inside guard(), at the end of the batch transaction: the row lock on
+  // outbox.relay_state is held only until the commit that follows.
+  void save_low_water(TimestampTz now) {
+    if (low_water_ == low_water_saved_ || now - low_water_saved_at_ < kLowWaterSaveUs) return;
+    if (save_plan_ == nullptr) {
+      Oid types[1] = {INT8OID};
+      save_plan_ = prepare_kept(
+          "UPDATE outbox.relay_state SET low_water = $1, updated_at = pg_catalog.now()", 1, types);
+    }
+    Datum params[1] = {Int64GetDatum(low_water_)};
+    if (SPI_execute_plan(save_plan_, params, nullptr, false, 0) != SPI_OK_UPDATE) {
+      elog(ERROR, "outbox relay: saving the low-water mark failed");
+    }
+    low_water_saved_ = low_water_;
+    low_water_saved_at_ = now;
+  }
+
+  // Appends rows from an open cursor to `out` until `limit` rows or `max_bytes` of payload.
+  // Runs inside guard().
+  void append_rows(Portal portal, Fetched& out, int limit, int64& bytes, int64 max_bytes) {
+    int64 chunk = kFirstFetch;
+    while (out.count < limit && bytes < max_bytes) {
+      SPI_cursor_fetch(portal, true, std::min<int64>(chunk, limit - out.count));
+      if (SPI_processed == 0) break;
+      TupleDesc desc = SPI_tuptable->tupdesc;
+      // Rows fetched past the byte limit stay locked but unsent until the commit; the
+      // next batch starts with them.
+      for (uint64 i = 0; i < SPI_processed && bytes < max_bytes; ++i) {
+        HeapTuple tuple = SPI_tuptable->vals[i];
+        Row& row = out.rows[out.count++];
+        bool isnull;
+        row.rel = DatumGetObjectId(SPI_getbinval(tuple, desc, 1, &isnull));
+        row.tid =
+            *reinterpret_cast<ItemPointer>(DatumGetPointer(SPI_getbinval(tuple, desc, 2, &isnull)));
+        row.id = copy_text(iteration_, SPI_getbinval(tuple, desc, 3, &isnull));
+        row.aggregatetype = copy_text(iteration_, SPI_getbinval(tuple, desc, 4, &isnull));
+        row.aggregateid = copy_text(iteration_, SPI_getbinval(tuple, desc, 5, &isnull));
+        row.type = copy_text(iteration_, SPI_getbinval(tuple, desc, 6, &isnull));
+        row.payload = copy_text(iteration_, SPI_getbinval(tuple, desc, 7, &isnull));
+        Datum headers = SPI_getbinval(tuple, desc, 8, &isnull);
+        if (!isnull) copy_headers(DatumGetJsonbP(headers), row);
+        row.attempts = DatumGetInt32(SPI_getbinval(tuple, desc, 9, &isnull));
+        row.created_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 10, &isnull));
+        out.max_seq =
+            std::max<int64>(out.max_seq, DatumGetInt64(SPI_getbinval(tuple, desc, 11, &isnull)));
+        bytes += row.payload.len;
+      }
+      SPI_freetuptable(SPI_tuptable);
+      const int64 average = bytes / std::max(out.count, 1) + 1;
+      chunk = std::clamp<int64>((max_bytes - bytes) / average, 1, kMaxFetch);
+    }
+  }
+
   Fetched fetch() {
     return guard([&]() -> Fetched {
-      if (fetch_plan_ == nullptr) {
-        Oid types[3] = {TIMESTAMPTZOID, INT8OID, INT8OID};
-        SPIPlanPtr plan = SPI_prepare(kFetchSql, 3, types);
-        if (plan == nullptr) elog(ERROR, "outbox relay: SPI_prepare failed");
-        SPI_keepplan(plan);
-        fetch_plan_ = plan;
+      if (fetch_new_plan_ == nullptr) {
+        Oid new_types[2] = {INT8OID, INT8OID};
+        fetch_new_plan_ = prepare_kept(kFetchNewSql, 2, new_types);
+        Oid retry_types[2] = {INT8OID, TIMESTAMPTZOID};
+        fetch_retry_plan_ = prepare_kept(kFetchRetrySql, 2, retry_types);
       }
       const int limit = settings.batch_size;
       const int64 max_bytes = settings.batch_max_bytes;
       const TimestampTz now = GetCurrentTimestamp();
+      advance_low_water(now);
+      Fetched out{static_cast<Row*>(MemoryContextAllocZero(iteration_, sizeof(Row) * limit)), 0, -1,
+                  false};
+      int64 bytes = 0;
+
+      // Retries first: they are the oldest events. Looked for when one of ours is due, and
+      // at least every poll_interval (another worker may have scheduled them).
+      if (now >= retry_check_at_) {
+        Datum params[2] = {Int64GetDatum(limit), TimestampTzGetDatum(now)};
+        Portal portal = SPI_cursor_open(nullptr, fetch_retry_plan_, params, nullptr, false);
+        append_rows(portal, out, limit, bytes, max_bytes);
+        SPI_cursor_close(portal);
+        const bool more_due = out.count == limit || bytes >= max_bytes;
+        retry_check_at_ =
+            more_due ? now : now + static_cast<int64>(settings.poll_interval_ms) * 1000;
+        out.max_seq = -1;
+      }
+
       if (now - last_full_scan_ >= static_cast<int64>(settings.poll_interval_ms) * 1000) {
         resume_after_seq_ = -1;
       }
       if (resume_after_seq_ < 0) last_full_scan_ = now;
-      Datum params[3] = {TimestampTzGetDatum(now), Int64GetDatum(limit),
-                         Int64GetDatum(resume_after_seq_)};
-      Portal portal = SPI_cursor_open(nullptr, fetch_plan_, params, nullptr, false);
-      Fetched out{static_cast<Row*>(MemoryContextAllocZero(iteration_, sizeof(Row) * limit)), 0, -1,
-                  false};
-      int64 bytes = 0;
-      int64 chunk = kFirstFetch;
-      while (out.count < limit && bytes < max_bytes) {
-        SPI_cursor_fetch(portal, true, std::min<int64>(chunk, limit - out.count));
-        if (SPI_processed == 0) break;
-        TupleDesc desc = SPI_tuptable->tupdesc;
-        // Rows fetched past the byte limit stay locked but unsent until the commit; the
-        // next batch starts with them.
-        for (uint64 i = 0; i < SPI_processed && bytes < max_bytes; ++i) {
-          HeapTuple tuple = SPI_tuptable->vals[i];
-          Row& row = out.rows[out.count++];
-          bool isnull;
-          row.rel = DatumGetObjectId(SPI_getbinval(tuple, desc, 1, &isnull));
-          row.tid = *reinterpret_cast<ItemPointer>(
-              DatumGetPointer(SPI_getbinval(tuple, desc, 2, &isnull)));
-          row.id = copy_text(iteration_, SPI_getbinval(tuple, desc, 3, &isnull));
-          row.aggregatetype = copy_text(iteration_, SPI_getbinval(tuple, desc, 4, &isnull));
-          row.aggregateid = copy_text(iteration_, SPI_getbinval(tuple, desc, 5, &isnull));
-          row.type = copy_text(iteration_, SPI_getbinval(tuple, desc, 6, &isnull));
-          row.payload = copy_text(iteration_, SPI_getbinval(tuple, desc, 7, &isnull));
-          Datum headers = SPI_getbinval(tuple, desc, 8, &isnull);
-          if (!isnull) copy_headers(DatumGetJsonbP(headers), row);
-          row.attempts = DatumGetInt32(SPI_getbinval(tuple, desc, 9, &isnull));
-          row.created_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 10, &isnull));
-          out.max_seq =
-              std::max<int64>(out.max_seq, DatumGetInt64(SPI_getbinval(tuple, desc, 11, &isnull)));
-          bytes += row.payload.len;
-        }
-        SPI_freetuptable(SPI_tuptable);
-        const int64 average = bytes / std::max(out.count, 1) + 1;
-        chunk = std::clamp<int64>((max_bytes - bytes) / average, 1, kMaxFetch);
+      const int64 start = std::max<int64>(low_water_, resume_after_seq_ + 1);
+      if (out.count < limit && bytes < max_bytes) {
+        Datum params[2] = {Int64GetDatum(limit - out.count), Int64GetDatum(start)};
+        Portal portal = SPI_cursor_open(nullptr, fetch_new_plan_, params, nullptr, false);
+        append_rows(portal, out, limit, bytes, max_bytes);
+        SPI_cursor_close(portal);
       }
       out.full = out.count == limit || bytes >= max_bytes;
-      resume_after_seq_ = out.full ? out.max_seq : -1;
-      SPI_cursor_close(portal);
+      resume_after_seq_ = out.full && out.max_seq >= 0 ? out.max_seq : -1;
       return out;
     });
   }
@@ -414,9 +568,10 @@ class Relay {
                                4, types, CURSOR_OPT_CUSTOM_PLAN);
       } else {
         Oid types[2] = {TIMESTAMPTZOID, TIDARRAYOID};
-        p = SPI_prepare_cursor(
-            psprintf("UPDATE %s SET published_at = $1 WHERE ctid = ANY($2)", table), 2, types,
-            CURSOR_OPT_CUSTOM_PLAN);
+        p = SPI_prepare_cursor(psprintf("UPDATE %s SET published_at = $1, next_attempt_at = NULL "
+                                        "WHERE ctid = ANY($2)",
+                                        table),
+                               2, types, CURSOR_OPT_CUSTOM_PLAN);
       }
       if (p == nullptr) elog(ERROR, "outbox relay: SPI_prepare failed");
       SPI_keepplan(p);
@@ -455,22 +610,25 @@ class Relay {
     }
   }
 
-  // A rejected event: one attempt more, a later retry, or the dead letters.
+  // A rejected event: one attempt more and a later retry, or the dead letters (then
+  // next_attempt_at is cleared: it leaves the retry index).
   bool mark_rejected(const Row& row, const std::string& error) {
     const bool dead = row.attempts + 1 >= settings.max_attempts;
     const double base =
         std::min<double>(settings.retry_backoff_max_ms,
                          settings.retry_backoff_min_ms * std::pow(2.0, std::min(row.attempts, 30)));
     SPIPlanPtr plan = partition_plan(reject_plans_, row.rel, true);
-    guard([&] {
+    const TimestampTz retry_at = guard([&] {
       const TimestampTz now = GetCurrentTimestamp();
+      const TimestampTz at = now + static_cast<TimestampTz>(base) * 1000;
       Datum params[4] = {PointerGetDatum(&row.tid), CStringGetTextDatum(error.c_str()),
-                         TimestampTzGetDatum(now + static_cast<TimestampTz>(base) * 1000),
-                         TimestampTzGetDatum(now)};
-      const char nulls[4] = {' ', ' ', ' ', dead ? ' ' : 'n'};
+                         TimestampTzGetDatum(at), TimestampTzGetDatum(now)};
+      const char nulls[4] = {' ', ' ', dead ? 'n' : ' ', dead ? ' ' : 'n'};
       int rc = SPI_execute_plan(plan, params, nulls, false, 0);
       if (rc != SPI_OK_UPDATE) elog(ERROR, "outbox relay: recording a rejection failed");
+      return at;
     });
+    if (!dead) retry_check_at_ = std::min(retry_check_at_, retry_at);
     return dead;
   }
 
@@ -481,6 +639,7 @@ class Relay {
     result.fetched = batch.count;
     result.full = batch.full;
     if (batch.count == 0) {
+      guard([&] { save_low_water(GetCurrentTimestamp()); });
       commit_transaction();
       return result;
     }
@@ -536,6 +695,7 @@ class Relay {
           break;
       }
     }
+    guard([&] { save_low_water(GetCurrentTimestamp()); });
     commit_transaction();
 
     const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
@@ -576,7 +736,20 @@ class Relay {
   TimestampTz config_updated_at_ = 0;
   int failures_ = 0;
   WorkerCounters counters_{};
-  SPIPlanPtr fetch_plan_ = nullptr;
+  SPIPlanPtr fetch_new_plan_ = nullptr;
+  SPIPlanPtr fetch_retry_plan_ = nullptr;
+  SPIPlanPtr low_water_plan_ = nullptr;
+  SPIPlanPtr save_plan_ = nullptr;
+  // The low-water mark (-1: not read yet) and the horizon it may move up to.
+  int64 low_water_ = -1;
+  int64 low_water_saved_ = -1;
+  TimestampTz low_water_saved_at_ = 0;
+  TimestampTz low_water_checked_at_ = 0;
+  bool horizon_valid_ = false;
+  int64 horizon_seq_ = 0;
+  FullTransactionId horizon_xid_{};
+  bool warned_sequence_cache_ = false;
+  TimestampTz retry_check_at_ = 0;
   int64 resume_after_seq_ = -1;
   TimestampTz last_batch_start_ = 0;
   bool last_batch_was_small_ = false;
@@ -599,6 +772,9 @@ void outbox_relay_main(Datum arg) {
   // crash loses the last ones, those events are sent again, which at-least-once delivery
   // allows anyway. It saves an fsync per batch, which is most of a batch's latency.
   SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+  // Each statement needs a new snapshot: the low-water mark reads the sequence and then
+  // needs a snapshot taken after it; FOR UPDATE SKIP LOCKED needs no serialization errors.
+  SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
   outbox::pg::relay_worker_attach(index);
 
   // Past this point errors are C++ exceptions. Anything that escapes the loop ends the

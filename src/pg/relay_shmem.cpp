@@ -107,6 +107,8 @@ const char* worker_state_name(WorkerState state) {
       return "unconfigured";
     case WorkerState::kWaitingForExtension:
       return "waiting for CREATE EXTENSION";
+    case WorkerState::kWaitingForUpdate:
+      return "waiting for ALTER EXTENSION UPDATE";
   }
   return "unknown";
 }

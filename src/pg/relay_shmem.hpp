@@ -18,7 +18,8 @@ enum class WorkerState {
   kSending,
   kBackoff,
   kUnconfigured,
-  kWaitingForExtension
+  kWaitingForExtension,
+  kWaitingForUpdate
 };
 
 const char* worker_state_name(WorkerState state);

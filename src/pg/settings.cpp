@@ -10,6 +10,7 @@ Settings settings = {
     /* retention_s */ 7 * 24 * 60 * 60,
     /* premake */ 4,
     /* rotate_lock_timeout_ms */ 100,
+    /* partition_fillfactor */ 50,
     /* database */ nullptr,
     /* workers */ 1,
     /* batch_size */ 1000,
@@ -53,6 +54,14 @@ void define_settings() {
       "NOWAIT: never queue, try once.",
       &settings.rotate_lock_timeout_ms, settings.rotate_lock_timeout_ms, 0, 60 * 1000, PGC_SUSET,
       GUC_UNIT_MS, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "outbox.partition_fillfactor", "Fillfactor of new partitions, in percent.",
+      "The rest of each page is left for the published versions of its events, so that the "
+      "relay marks them with heap-only updates (no new page, no index entry). 50 leaves room "
+      "for every event of a page; higher values save space and cost marking speed when a "
+      "backlog drains.",
+      &settings.partition_fillfactor, settings.partition_fillfactor, 10, 100, PGC_SUSET, 0, nullptr,
+      nullptr, nullptr);
 
   DefineCustomIntVariable(
       "outbox.batch_size", "Most events the relay sends in one batch (one transaction).",
@@ -137,10 +146,16 @@ OUTBOX_FUNCTION(outbox_partition_settings) {
       elog(ERROR, "outbox._partition_settings must return a record");
     }
     desc = BlessTupleDesc(desc);
-    Datum values[4] = {Int32GetDatum(settings.partition_interval_s),
+    Datum values[5] = {Int32GetDatum(settings.partition_interval_s),
                        Int32GetDatum(settings.retention_s), Int32GetDatum(settings.premake),
-                       Int32GetDatum(settings.rotate_lock_timeout_ms)};
-    bool nulls[4] = {false, false, false, false};
+                       Int32GetDatum(settings.rotate_lock_timeout_ms),
+                       Int32GetDatum(settings.partition_fillfactor)};
+    bool nulls[5] = {false, false, false, false, false};
+    // The 0.1.0 definition, which CREATE EXTENSION runs before updating, has 4 columns.
+    if (desc->natts != 4 && desc->natts != 5) {
+      elog(ERROR,
+           "outbox._partition_settings: unexpected result type; run ALTER EXTENSION outbox UPDATE");
+    }
     return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
   });
 }

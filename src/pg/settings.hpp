@@ -9,6 +9,7 @@ struct Settings {
   int retention_s;
   int premake;
   int rotate_lock_timeout_ms;
+  int partition_fillfactor;
   // Relay (background workers; need shared_preload_libraries).
   char* database;
   int workers;

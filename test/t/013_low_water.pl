@@ -1,0 +1,176 @@
+# The relay's low-water mark (0.2.0) and the upgrade from 0.1.0 that brings it.
+#
+# The mark lets the relay scan from a point instead of a partial index on published_at, so
+# that marking is a heap-only update. Each guarantee has the test that would catch its
+# violation: the mark never passes an event that a running transaction can still commit;
+# rejected events waiting for a retry, a reset sequence and requeued dead letters are not
+# lost; marking really is heap-only. Event ids are compared as sets.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('low_water');
+$node->init;
+$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'outbox'
+outbox.database = 'postgres'
+outbox.poll_interval = '200ms'
+outbox.retry_backoff_min = '10ms'
+outbox.retry_backoff_max = '200ms'
+});
+$node->start;
+
+sub q1 { return $node->safe_psql('postgres', $_[0]); }
+
+sub ids {
+	my ($sql) = @_;
+	return [ sort split /\n/, q1($sql) ];
+}
+
+sub enqueue {
+	my ($aggregatetype, $n) = @_;
+	return split /\n/, q1(qq{SELECT outbox.enqueue('$aggregatetype', g::text, 'T', '{"n": 1}')
+	                          FROM generate_series(1, $n) g});
+}
+
+sub wait_published {
+	my ($where, $what) = @_;
+	ok( $node->poll_query_until('postgres',
+			"SELECT count(*) = 0 FROM outbox.events WHERE published_at IS NULL AND ($where)"),
+		$what);
+}
+
+# --- Upgrade: 0.1.0 with a queue in every state, then ALTER EXTENSION UPDATE.
+q1(q{CREATE EXTENSION outbox VERSION '0.1.0'});
+q1(q{SELECT outbox.configure_sink('null')});
+my @pending = enqueue('old_pending', 20);
+my @published = enqueue('old_published', 5);
+q1(q{UPDATE outbox.events SET published_at = now(), next_attempt_at = now() WHERE aggregatetype = 'old_published'});
+my @dead = enqueue('old_dead', 3);
+q1(q{UPDATE outbox.events SET dead_at = now(), attempts = 10, next_attempt_at = now() WHERE aggregatetype = 'old_dead'});
+my @waiting = enqueue('old_waiting', 2);
+q1(q{UPDATE outbox.events SET attempts = 1, next_attempt_at = now() + interval '100 ms' WHERE aggregatetype = 'old_waiting'});
+ok($node->poll_query_until('postgres', q{SELECT state = 'waiting for ALTER EXTENSION UPDATE' FROM outbox.status}),
+	'the relay waits while the extension is at 0.1.0');
+is(q1(q{SELECT count(*) FROM outbox.events WHERE published_at IS NOT NULL}), '5',
+	'it sends nothing with the old schema');
+
+q1(q{ALTER EXTENSION outbox UPDATE});
+is(q1(q{SELECT extversion FROM pg_extension WHERE extname = 'outbox'}), '0.2.0', 'updated to 0.2.0');
+is(q1(q{SELECT string_agg(indexrelid::regclass::text, ',' ORDER BY indexrelid::regclass::text) FROM pg_index
+         WHERE indrelid = 'outbox.events'::regclass}),
+	'outbox.events_dead,outbox.events_id,outbox.events_queue,outbox.events_retry',
+	'no index mentions published_at any more');
+is(q1(q{SELECT count(*) FROM outbox.events
+         WHERE next_attempt_at IS NOT NULL AND (published_at IS NOT NULL OR dead_at IS NOT NULL)}), '0',
+	'delivered and dead events no longer have a next_attempt_at (they leave the retry index)');
+is(q1(q{SELECT bool_and(c.reloptions @> '{fillfactor=50}') FROM outbox.partitions p
+         JOIN pg_class c ON c.oid = format('outbox.%I', p.name)::regclass}),
+	't', 'existing partitions get the new fillfactor');
+wait_published(q{aggregatetype IN ('old_pending', 'old_waiting')},
+	'after the update the relay delivers what was pending and waiting');
+is_deeply(ids(q{SELECT id FROM outbox.events WHERE published_at IS NOT NULL}),
+	[ sort @pending, @published, @waiting ], 'published: exactly the pending, waiting and old published ids');
+is_deeply(ids(q{SELECT id FROM outbox.dead_letters}), [ sort @dead ], 'dead letters stay dead letters');
+is(q1(q{SELECT dead_lettered FROM outbox.status}), '3', 'status counts them');
+
+# --- Marking is a heap-only update.
+my @bulk = enqueue('bulk', 5000);
+wait_published(q{aggregatetype = 'bulk'}, 'a batch of 5000 is delivered');
+ok( $node->poll_query_until('postgres', q{
+		SELECT sum(n_tup_upd) >= 5000 AND sum(n_tup_hot_upd) >= 0.9 * sum(n_tup_upd)
+		  FROM pg_stat_user_tables WHERE schemaname = 'outbox' AND relname LIKE 'events\_2%'}),
+	'at least 90% of the marks are heap-only updates');
+is_deeply(ids(q{SELECT id FROM outbox.events WHERE aggregatetype = 'bulk' AND published_at IS NOT NULL}),
+	[ sort @bulk ], 'the bulk ids are exactly the enqueued ones');
+ok( $node->poll_query_until('postgres',
+		q{SELECT low_water > (SELECT max(seq) FROM outbox.events) FROM outbox.relay_state}),
+	'when the queue is empty the saved mark is past every event');
+
+# --- The trap: the mark never passes an event that a running transaction can commit.
+# The open transaction took its sequence value first; 200 later events commit and are
+# delivered meanwhile.
+my $late = $node->background_psql('postgres');
+my $late_id = $late->query_safe(q{BEGIN; SELECT outbox.enqueue('late', 'late', 'T', '{}');});
+$late_id =~ s/.*\n//s;
+chomp $late_id;
+my @after = enqueue('after', 200);
+wait_published(q{aggregatetype = 'after'}, 'later events are delivered while the early transaction is open');
+my $late_seq = $late->query_safe(q{SELECT seq FROM outbox.events WHERE aggregatetype = 'late'});
+$late_seq =~ s/.*\n//s;
+sleep 1.5;    # more than the save interval: the mark would have been saved if it had moved
+ok(q1(q{SELECT low_water FROM outbox.relay_state}) <= $late_seq,
+	'the saved mark stays at or below the open transaction\'s event');
+ok(q1(q{SELECT min(seq) FROM outbox.events WHERE aggregatetype = 'after'}) > $late_seq,
+	'although events above it are published');
+$late->query_safe('COMMIT');
+$late->quit;
+wait_published(q{aggregatetype = 'late'}, 'the late commit is delivered');
+is(q1(q{SELECT id FROM outbox.events WHERE aggregatetype = 'late' AND published_at IS NOT NULL}),
+	$late_id, 'exactly the late event');
+
+# A transaction that only holds an xid (no event) holds the mark back, not the delivery.
+my $holder = $node->background_psql('postgres');
+$holder->query_safe(q{BEGIN; SELECT pg_current_xact_id();});
+my @held = enqueue('held', 50);
+wait_published(q{aggregatetype = 'held'}, 'events are delivered while an old transaction holds xmin');
+$holder->query_safe('COMMIT');
+$holder->quit;
+
+# --- A rolled-back transaction leaves a gap in the sequence; the mark moves past it.
+q1(q{BEGIN; SELECT outbox.enqueue('rolled_back', '1', 'T', '{}'); ROLLBACK;});
+my @gap = enqueue('gap', 10);
+wait_published(q{aggregatetype = 'gap'}, 'events after a rolled-back one are delivered');
+ok( $node->poll_query_until('postgres',
+		q{SELECT low_water > (SELECT max(seq) FROM outbox.events) FROM outbox.relay_state}),
+	'the mark moves past the gap');
+
+# --- A rejected event waiting for its retry does not hold the mark; it is still sent.
+q1(q{ALTER SYSTEM SET outbox.retry_backoff_min = '3s'; ALTER SYSTEM SET outbox.retry_backoff_max = '3s'; SELECT pg_reload_conf()});
+q1(q{SELECT outbox.configure_sink('null', '{"fail_every": 1}')});
+my ($rejected) = enqueue('rejected', 1);
+ok($node->poll_query_until('postgres',
+		qq{SELECT attempts = 1 AND next_attempt_at IS NOT NULL FROM outbox.events WHERE id = '$rejected'}),
+	'a rejected event waits for its retry');
+q1(q{SELECT outbox.configure_sink('null')});
+my @passing = enqueue('passing', 20);
+wait_published(q{aggregatetype = 'passing'}, 'newer events pass the waiting one');
+ok( $node->poll_query_until('postgres', qq{
+		SELECT low_water > (SELECT max(seq) FROM outbox.events WHERE aggregatetype = 'passing')
+		  FROM outbox.relay_state}),
+	'the mark moves past the waiting event');
+wait_published(qq{id = '$rejected'}, 'the waiting event is sent at its retry time');
+is(q1(qq{SELECT attempts || ',' || (next_attempt_at IS NULL) FROM outbox.events WHERE id = '$rejected'}),
+	'1,true', 'once published it leaves the retry index');
+q1(q{ALTER SYSTEM RESET outbox.retry_backoff_min; ALTER SYSTEM RESET outbox.retry_backoff_max; SELECT pg_reload_conf()});
+
+# --- A dead letter below the mark, requeued, is sent again (it takes a new seq).
+q1(q{ALTER SYSTEM SET outbox.max_attempts = 1; SELECT pg_reload_conf()});
+q1(q{SELECT outbox.configure_sink('null', '{"fail_every": 1}')});
+my ($poison) = enqueue('poison', 1);
+ok($node->poll_query_until('postgres', qq{SELECT count(*) = 1 FROM outbox.dead_letters WHERE id = '$poison'}),
+	'an event is dead-lettered');
+q1(q{SELECT outbox.configure_sink('null')});
+enqueue('above_poison', 10);
+ok( $node->poll_query_until('postgres', qq{
+		SELECT low_water > (SELECT seq FROM outbox.events WHERE id = '$poison') FROM outbox.relay_state}),
+	'the mark passes the dead letter');
+is(q1(qq{SELECT outbox.requeue('$poison')}), 't', 'requeue it');
+wait_published(qq{id = '$poison'}, 'the requeued dead letter is delivered');
+q1(q{ALTER SYSTEM RESET outbox.max_attempts; SELECT pg_reload_conf()});
+
+# --- Someone resets the sequence: new events sit below the mark. The relay notices.
+q1(q{SELECT setval('outbox.events_seq', 1, false)});
+my @reset = enqueue('after_reset', 10);
+wait_published(q{aggregatetype = 'after_reset'}, 'events after a sequence reset are delivered');
+like(slurp_file($node->logfile), qr/outbox\.events_seq went back/, 'and the reset is logged');
+
+# --- Everything, once more, as sets: every committed event is published or a dead letter.
+is(q1(q{SELECT count(*) FROM outbox.events WHERE published_at IS NULL AND dead_at IS NULL}), '0',
+	'nothing is left unpublished');
+is(q1(q{SELECT unpublished FROM outbox.status}), '0', 'and status agrees');
+
+$node->stop;
+done_testing();
