@@ -389,9 +389,25 @@ TEST(KafkaSink, BrokerRejectionIsPerMessage) {
   EXPECT_EQ(summary(outcomes), "A") << first_error(outcomes);
 }
 
+// Transient produce errors are retried by librdkafka inside one send(): every message is
+// acked and in the log once, in order within its key.
+//
+// One produce request in flight per broker here (max.in.flight=1), because of a limitation of
+// librdkafka's mock cluster: it does not check the sequence numbers of an idempotent,
+// non-transactional producer. With requests pipelined (the sink's default, up to 5), the
+// retry of a partition's first batch can get an injected error (the mock appends nothing)
+// while the next batch of that partition, already in flight behind it, is appended although
+// its base sequence does not follow anything in the partition. A broker that checks sequences
+// refuses that batch (OUT_OF_ORDER_SEQUENCE_NUMBER, which librdkafka retries). On its success
+// librdkafka concludes, as the idempotence protocol lets it, that the earlier batch is
+// persisted ("implicitly acked by subsequent batch success") and reports it delivered.
+// Against the mock that batch was lost: 1 run in 15-20 ended with every outcome kAcked but
+// the first message of a key missing from the log. With one request in flight, no later batch
+// can be appended before a failed one, so the test does not rely on the missing check.
+// (Order across pipelined retries rests on the broker's sequence check, which the mock lacks.)
 TEST(KafkaSink, TransientErrorsAreRetriedInside) {
   MockCluster cluster(3);
-  auto sink = make_sink(cluster);
+  auto sink = make_sink(cluster, {{"max.in.flight", "1"}});
   Events warmup;
   warmup.add("order", "w", "T", "{}");
   ASSERT_EQ(summary(send(*sink, warmup, 10s)), "A");
@@ -406,9 +422,8 @@ TEST(KafkaSink, TransientErrorsAreRetriedInside) {
   EXPECT_EQ(summary(outcomes), std::string(50, 'A')) << first_error(outcomes);
   EXPECT_TRUE(sink->usable());
 
-  // Everything is there, and within a key in the order sent (first copies: the mock does
-  // not deduplicate for a non-transactional producer, so a retry after an append could
-  // leave a second copy).
+  // Everything is there, and within a key in the order sent (first copies, should a retry
+  // ever leave a second one: the mock does not deduplicate for a non-transactional producer).
   auto records = consume(cluster.bootstraps(), "outbox.event.order", 51);
   std::map<std::string, std::vector<std::string>> ids_by_key;
   std::set<std::string> seen;
