@@ -61,17 +61,25 @@ namespace {
 
 // New events, from the low-water mark up ($2), in insert order (index events_queue).
 //
-// While a backlog drains (the previous batch was full) $2 is above the mark: the last
-// batch's highest seq, so that the scan does not walk again over the rows it has just
-// published. A row that commits late below that point is not lost: the scan starts from
-// the mark again as soon as a batch is not full, and at least every outbox.poll_interval.
+// Between two moves of the mark $2 is above it: after the highest seq sent so far, so that
+// each batch does not walk again over the rows just published (under a stream of commits
+// that walk was most of a batch's cost). A row that commits late below that point is not
+// lost: the scan starts from the mark again each time the mark moves (about every
+// kLowWaterCheckUs), after a failure, and at least every outbox.poll_interval.
 constexpr const char* kFetchNewSql =
     "SELECT tableoid, ctid, id::text, aggregatetype::text, aggregateid::text, type::text, "
     "       payload::text, headers, attempts, created_at, seq "
     "  FROM outbox.events "
     " WHERE seq >= $2 AND published_at IS NULL AND dead_at IS NULL AND next_attempt_at IS NULL "
+    "   AND part_at < $3 "
     " ORDER BY seq LIMIT $1 "
     "   FOR UPDATE SKIP LOCKED";
+// $3 is a minute from now: no event can be in a partition that starts later (part_at is
+// its transaction's start), so the executor prunes the premade future partitions instead of
+// starting an index scan on each of them for every batch. If the clock stepped back by
+// more, such an event waits; the low-water mark, which reads every partition, does not
+// pass it.
+constexpr int64 kFuturePartitionsAfterUs = 60 * USECS_PER_SEC;
 // Events whose retry time has come (index events_retry).
 constexpr const char* kFetchRetrySql =
     "SELECT tableoid, ctid, id::text, aggregatetype::text, aggregateid::text, type::text, "
@@ -188,17 +196,17 @@ class Relay {
         return static_cast<int>((counters_.backoff_until - now) / 1000) + 1;
       }
       // Under a stream of small commits every one of them wakes the relay, and a batch per
-      // commit costs CPU that writers need. Starting batches at most every
-      // outbox.min_batch_interval lets the next ones gather; an idle relay still starts at
-      // once.
+      // commit costs CPU that writers need. When the last batch found several events (a
+      // stream, not a lone commit) the next one starts outbox.min_batch_interval after it,
+      // so that commits gather. A lone commit, and an idle relay, start at once.
       const TimestampTz gather_until =
           last_batch_start_ + static_cast<TimestampTz>(settings.min_batch_interval_us);
-      if (last_batch_was_small_ && now < gather_until) {
+      if (gather_next_ && now < gather_until) {
         guard([&] { pg_usleep(gather_until - now); });
       }
       last_batch_start_ = guard([] { return GetCurrentTimestamp(); });
       BatchResult result = run_batch();
-      last_batch_was_small_ = !result.full;
+      gather_next_ = !result.full && result.fetched >= 2;
       if (result.unavailable > 0) return back_off(result.first_error);
       failures_ = 0;
       counters_.backoff_until = 0;
@@ -389,9 +397,13 @@ class Relay {
       if (isnull) return;  // a transaction that may still commit events <= C is running
       low_water_ = std::max<int64>(low_water_, DatumGetInt64(mark));
       horizon_valid_ = false;
+      // Everything below the horizon is now visible: the next scan starts from the mark
+      // again, so that an event that committed late below the resume point is found.
+      resume_after_seq_ = -1;
     }
     // The next horizon: C, then N.
-    int rc = SPI_execute(kSequenceSql, false, 1);
+    if (sequence_plan_ == nullptr) sequence_plan_ = prepare_kept(kSequenceSql, 0, nullptr);
+    int rc = SPI_execute_plan(sequence_plan_, nullptr, nullptr, false, 1);
     if (rc != SPI_OK_SELECT || SPI_processed != 1) {
       elog(ERROR, "outbox relay: reading outbox.events_seq failed");
     }
@@ -480,8 +492,8 @@ class Relay {
   Fetched fetch() {
     return guard([&]() -> Fetched {
       if (fetch_new_plan_ == nullptr) {
-        Oid new_types[2] = {INT8OID, INT8OID};
-        fetch_new_plan_ = prepare_kept(kFetchNewSql, 2, new_types);
+        Oid new_types[3] = {INT8OID, INT8OID, TIMESTAMPTZOID};
+        fetch_new_plan_ = prepare_kept(kFetchNewSql, 3, new_types);
         Oid retry_types[2] = {INT8OID, TIMESTAMPTZOID};
         fetch_retry_plan_ = prepare_kept(kFetchRetrySql, 2, retry_types);
       }
@@ -507,18 +519,19 @@ class Relay {
       }
 
       if (now - last_full_scan_ >= static_cast<int64>(settings.poll_interval_ms) * 1000) {
-        resume_after_seq_ = -1;
+        resume_after_seq_ = -1;  // the low-water mark may be held back: look below anyway
       }
       if (resume_after_seq_ < 0) last_full_scan_ = now;
       const int64 start = std::max<int64>(low_water_, resume_after_seq_ + 1);
       if (out.count < limit && bytes < max_bytes) {
-        Datum params[2] = {Int64GetDatum(limit - out.count), Int64GetDatum(start)};
+        Datum params[3] = {Int64GetDatum(limit - out.count), Int64GetDatum(start),
+                           TimestampTzGetDatum(now + kFuturePartitionsAfterUs)};
         Portal portal = SPI_cursor_open(nullptr, fetch_new_plan_, params, nullptr, false);
         append_rows(portal, out, limit, bytes, max_bytes);
         SPI_cursor_close(portal);
       }
       out.full = out.count == limit || bytes >= max_bytes;
-      resume_after_seq_ = out.full && out.max_seq >= 0 ? out.max_seq : -1;
+      resume_after_seq_ = std::max(resume_after_seq_, out.max_seq);
       return out;
     });
   }
@@ -741,6 +754,7 @@ class Relay {
   SPIPlanPtr fetch_retry_plan_ = nullptr;
   SPIPlanPtr low_water_plan_ = nullptr;
   SPIPlanPtr save_plan_ = nullptr;
+  SPIPlanPtr sequence_plan_ = nullptr;
   // The low-water mark (-1: not read yet) and the horizon it may move up to.
   int64 low_water_ = -1;
   int64 low_water_saved_ = -1;
@@ -753,7 +767,7 @@ class Relay {
   TimestampTz retry_check_at_ = 0;
   int64 resume_after_seq_ = -1;
   TimestampTz last_batch_start_ = 0;
-  bool last_batch_was_small_ = false;
+  bool gather_next_ = false;
   TimestampTz last_full_scan_ = 0;
   boost::container::flat_map<Oid, SPIPlanPtr> mark_plans_;
   boost::container::flat_map<Oid, SPIPlanPtr> reject_plans_;

@@ -21,7 +21,7 @@ Settings settings = {
     /* retry_backoff_min_ms */ 100,
     /* retry_backoff_max_ms */ 60 * 1000,
     /* wake_at_commit */ true,
-    /* min_batch_interval_us */ 2000,
+    /* min_batch_interval_us */ 10000,
 };
 
 void define_settings() {
@@ -103,9 +103,11 @@ void define_settings() {
 
   DefineCustomIntVariable(
       "outbox.min_batch_interval",
-      "Shortest time between the starts of two batches that are not full, in microseconds.",
-      "Commits arriving meanwhile gather into one batch instead of one batch each, which "
-      "saves the CPU writers need. An idle relay starts at once. 0 disables it.",
+      "Under a stream of commits, the shortest time between the starts of two batches, in "
+      "microseconds.",
+      "Applies after a batch that found several events but was not full: commits arriving "
+      "meanwhile gather into one batch instead of one batch each, which saves the CPU "
+      "writers need. A lone commit and an idle relay start at once. 0 disables it.",
       &settings.min_batch_interval_us, settings.min_batch_interval_us, 0, 1000000, PGC_SIGHUP, 0,
       nullptr, nullptr, nullptr);
   DefineCustomBoolVariable(
