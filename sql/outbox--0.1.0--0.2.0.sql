@@ -32,10 +32,13 @@ ALTER TABLE outbox.events ALTER COLUMN seq SET DEFAULT outbox._next_seq('outbox.
 -- The relay's progress: every event with seq < low_water is published or dead-lettered.
 -- A floor: any value up to the true mark is correct, so it is saved now and then, not on
 -- every batch. Not dumped: after a restore the relay starts from 0 once.
+-- seq_filenode: the sequence's file when the mark was saved. ALTER SEQUENCE ... RESTART and
+-- TRUNCATE ... RESTART IDENTITY give the sequence a new file: then the relay scans from 0.
 CREATE TABLE outbox.relay_state (
-    singleton  boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
-    low_water  bigint      NOT NULL DEFAULT 0,
-    updated_at timestamptz NOT NULL DEFAULT now()
+    singleton    boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
+    low_water    bigint      NOT NULL DEFAULT 0,
+    seq_filenode oid,
+    updated_at   timestamptz NOT NULL DEFAULT now()
 );
 INSERT INTO outbox.relay_state DEFAULT VALUES;
 REVOKE ALL ON outbox.relay_state FROM PUBLIC;
@@ -269,7 +272,7 @@ SELECT w.worker, w.pid, w.state, w.sink, w.batches, w.events_sent, w.events_fail
        q.unpublished, q.oldest_unpublished_age, d.dead_lettered
   FROM (SELECT count(*) AS unpublished, now() - min(e.created_at) AS oldest_unpublished_age
           FROM outbox.events e
-         WHERE (e.seq >= (SELECT r.low_water FROM outbox.relay_state r)
+         WHERE (e.seq >= coalesce((SELECT r.low_water FROM outbox.relay_state r), 0)
                 OR e.next_attempt_at IS NOT NULL)
            AND e.published_at IS NULL AND e.dead_at IS NULL) q
  CROSS JOIN (SELECT count(*) AS dead_lettered FROM outbox.events e

@@ -88,10 +88,12 @@ constexpr const char* kFetchRetrySql =
     " WHERE next_attempt_at <= $2 AND published_at IS NULL AND dead_at IS NULL "
     " ORDER BY seq LIMIT $1 "
     "   FOR UPDATE SKIP LOCKED";
-// The highest sequence value handed out so far, and whether the sequence caches values
-// (then a value below it can still be handed out later, and the mark must not move).
+// The highest sequence value handed out so far; whether the sequence caches values (then a
+// value below it can still be handed out later, and the mark must not move); and its file
+// (a new one after ALTER SEQUENCE ... RESTART or TRUNCATE ... RESTART IDENTITY).
 constexpr const char* kSequenceSql =
-    "SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END, p.seqcache "
+    "SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END, p.seqcache, "
+    "       pg_catalog.pg_relation_filenode('outbox.events_seq'::pg_catalog.regclass) "
     "  FROM outbox.events_seq s, pg_catalog.pg_sequence p "
     " WHERE p.seqrelid = 'outbox.events_seq'::pg_catalog.regclass";
 // NULL while a transaction older than next xid $1 runs; else the new mark: the first new
@@ -370,14 +372,19 @@ class Relay {
   // mark (see the top of this file) at most every kLowWaterCheckUs.
   void advance_low_water(TimestampTz now) {
     if (low_water_ < 0) {
-      int rc = SPI_execute("SELECT low_water FROM outbox.relay_state", true, 1);
+      int rc = SPI_execute("SELECT low_water, seq_filenode FROM outbox.relay_state", true, 1);
       if (rc != SPI_OK_SELECT) elog(ERROR, "outbox relay: reading outbox.relay_state failed");
-      bool isnull = true;
-      Datum value = SPI_processed == 1
-                        ? SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)
-                        : Datum(0);
-      low_water_ = isnull ? 0 : DatumGetInt64(value);
+      low_water_ = 0;
+      sequence_filenode_ = InvalidOid;
+      if (SPI_processed == 1) {
+        bool isnull;
+        Datum value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+        if (!isnull) low_water_ = DatumGetInt64(value);
+        value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+        if (!isnull) sequence_filenode_ = DatumGetObjectId(value);
+      }
       low_water_saved_ = low_water_;
+      sequence_filenode_saved_ = sequence_filenode_;
     }
     if (horizon_valid_ && now - low_water_checked_at_ < kLowWaterCheckUs) return;
     low_water_checked_at_ = now;
@@ -412,6 +419,8 @@ class Relay {
         DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
     const int64 cache =
         DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+    const Oid filenode =
+        DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
     if (cache != 1) {
       if (!warned_sequence_cache_) {
         ereport(WARNING, (errmsg("outbox relay: outbox.events_seq caches %ld values; the "
@@ -422,15 +431,17 @@ class Relay {
       }
       return;
     }
-    if (last < low_water_ - 1) {
-      // Someone reset the sequence (setval, TRUNCATE ... RESTART IDENTITY): new events
-      // would sit below the mark. Start again from the bottom.
-      ereport(WARNING, (errmsg("outbox relay: outbox.events_seq went back from %ld to %ld; "
-                               "scanning the queue from the start",
-                               static_cast<long>(low_water_ - 1), static_cast<long>(last))));
+    const bool new_file = OidIsValid(sequence_filenode_) && filenode != sequence_filenode_;
+    if (last < low_water_ - 1 || new_file) {
+      // Someone reset the sequence (setval, ALTER SEQUENCE ... RESTART, TRUNCATE ...
+      // RESTART IDENTITY): new events would sit below the mark. Start from the bottom.
+      ereport(WARNING, (errmsg("outbox relay: outbox.events_seq was reset (now at %ld, the "
+                               "low-water mark was %ld); scanning the queue from the start",
+                               static_cast<long>(last), static_cast<long>(low_water_))));
       low_water_ = 0;
       low_water_saved_at_ = 0;
     }
+    sequence_filenode_ = filenode;
     horizon_seq_ = last;
     horizon_xid_ = ReadNextFullTransactionId();
     horizon_valid_ = true;
@@ -439,17 +450,23 @@ class Relay {
   // Runs inside guard(), at the end of the batch transaction: the row lock on
   // outbox.relay_state is held only until the commit that follows.
   void save_low_water(TimestampTz now) {
-    if (low_water_ == low_water_saved_ || now - low_water_saved_at_ < kLowWaterSaveUs) return;
+    const bool changed =
+        low_water_ != low_water_saved_ || sequence_filenode_ != sequence_filenode_saved_;
+    if (!changed || now - low_water_saved_at_ < kLowWaterSaveUs) return;
     if (save_plan_ == nullptr) {
-      Oid types[1] = {INT8OID};
+      Oid types[2] = {INT8OID, OIDOID};
       save_plan_ = prepare_kept(
-          "UPDATE outbox.relay_state SET low_water = $1, updated_at = pg_catalog.now()", 1, types);
+          "UPDATE outbox.relay_state SET low_water = $1, seq_filenode = $2, "
+          "updated_at = pg_catalog.now()",
+          2, types);
     }
-    Datum params[1] = {Int64GetDatum(low_water_)};
-    if (SPI_execute_plan(save_plan_, params, nullptr, false, 0) != SPI_OK_UPDATE) {
+    Datum params[2] = {Int64GetDatum(low_water_), ObjectIdGetDatum(sequence_filenode_)};
+    const char nulls[2] = {' ', OidIsValid(sequence_filenode_) ? ' ' : 'n'};
+    if (SPI_execute_plan(save_plan_, params, nulls, false, 0) != SPI_OK_UPDATE) {
       elog(ERROR, "outbox relay: saving the low-water mark failed");
     }
     low_water_saved_ = low_water_;
+    sequence_filenode_saved_ = sequence_filenode_;
     low_water_saved_at_ = now;
   }
 
@@ -764,6 +781,8 @@ class Relay {
   int64 horizon_seq_ = 0;
   FullTransactionId horizon_xid_{};
   bool warned_sequence_cache_ = false;
+  Oid sequence_filenode_ = InvalidOid;
+  Oid sequence_filenode_saved_ = InvalidOid;
   TimestampTz retry_check_at_ = 0;
   int64 resume_after_seq_ = -1;
   TimestampTz last_batch_start_ = 0;

@@ -558,7 +558,7 @@ def latency(args):
     out()
     out("-- targets (definition (i))")
     for key, label in (("null-wake", "null sink"), ("kafka-wake", "Kafka mock, 4 partitions"),
-                       ("kafka1-wake", "Kafka mock, 1 partition (linger.ms=5, the default)"),
+                       ("kafka1-wake", "Kafka mock, 1 partition (the sink's defaults)"),
                        ("kafka1l0-wake", "Kafka mock, 1 partition, linger.ms=0")):
         verdict("%s, woken at commit: p50 <= 1 ms (measured %.3f ms)" % (label, res[key + "/p50"]),
                 res[key + "/p50"] <= 1.0)

@@ -165,7 +165,26 @@ q1(q{ALTER SYSTEM RESET outbox.max_attempts; SELECT pg_reload_conf()});
 q1(q{SELECT setval('outbox.events_seq', 1, false)});
 my @reset = enqueue('after_reset', 10);
 wait_published(q{aggregatetype = 'after_reset'}, 'events after a sequence reset are delivered');
-like(slurp_file($node->logfile), qr/outbox\.events_seq went back/, 'and the reset is logged');
+like(slurp_file($node->logfile), qr/outbox\.events_seq was reset/, 'and the reset is logged');
+
+# --- A reset while no relay runs, followed by more events than the old mark: the relay
+# cannot see the sequence go back, but it sees the sequence's new file.
+ok($node->poll_query_until('postgres', q{
+		SELECT low_water > (SELECT max(seq) FROM outbox.events WHERE aggregatetype = 'after_reset')
+		  FROM outbox.relay_state}),
+	'the mark is saved past the events after the first reset');
+my $old_mark = q1(q{SELECT low_water FROM outbox.relay_state});
+$node->append_conf('postgresql.conf', "outbox.workers = 0\n");
+$node->restart;
+q1(q{TRUNCATE outbox.events RESTART IDENTITY});
+my $n_restart = $old_mark + 10;
+my @restarted = enqueue('after_restart', $n_restart);
+ok(q1(q{SELECT min(seq) FROM outbox.events}) < $old_mark, 'new events now sit below the old mark');
+$node->append_conf('postgresql.conf', "outbox.workers = 1\n");
+$node->restart;
+wait_published(q{aggregatetype = 'after_restart'}, 'after TRUNCATE ... RESTART IDENTITY with the relay stopped, all are delivered');
+is_deeply(ids(q{SELECT id FROM outbox.events WHERE aggregatetype = 'after_restart' AND published_at IS NOT NULL}),
+	[ sort @restarted ], 'exactly those ids');
 
 # --- Everything, once more, as sets: every committed event is published or a dead letter.
 is(q1(q{SELECT count(*) FROM outbox.events WHERE published_at IS NULL AND dead_at IS NULL}), '0',
