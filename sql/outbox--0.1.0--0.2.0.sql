@@ -43,10 +43,21 @@ CREATE TABLE outbox.relay_state (
 INSERT INTO outbox.relay_state DEFAULT VALUES;
 REVOKE ALL ON outbox.relay_state FROM PUBLIC;
 
+-- Writers wait from here to the end of the update, and none is in flight: a writer takes
+-- its lock before it takes a sequence value.
+LOCK TABLE outbox.events IN SHARE MODE;
+
 -- Delivery state that leaves the queue also leaves next_attempt_at, so that the retry index
 -- below holds only the events waiting for a retry.
 UPDATE outbox.events SET next_attempt_at = NULL
  WHERE next_attempt_at IS NOT NULL AND (published_at IS NOT NULL OR dead_at IS NOT NULL);
+
+-- With no writer in flight, the first new unpublished event is a true low-water mark (read
+-- with the old partial index): the relay starts there, not with a walk over the history.
+UPDATE outbox.relay_state SET low_water = coalesce(
+    (SELECT min(seq) FROM outbox.events
+      WHERE published_at IS NULL AND dead_at IS NULL AND next_attempt_at IS NULL),
+    (SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM outbox.events_seq));
 
 -- The indexes. No predicate mentions published_at, so marking an event is a heap-only
 -- update when its page has room.

@@ -336,6 +336,11 @@ class Relay {
     commit_transaction();
     generation_ = generation;
 
+    if (!config.has_extension || config.needs_update) {
+      // A re-created extension has a new sequence: read the mark again when it is back.
+      low_water_ = -1;
+      horizon_valid_ = false;
+    }
     if (!config.has_extension || config.needs_update || !config.configured) {
       sink_.reset();
       sink_name_.clear();
@@ -440,6 +445,7 @@ class Relay {
                                static_cast<long>(last), static_cast<long>(low_water_))));
       low_water_ = 0;
       low_water_saved_at_ = 0;
+      resume_after_seq_ = -1;
     }
     sequence_filenode_ = filenode;
     horizon_seq_ = last;
