@@ -61,11 +61,11 @@ namespace {
 
 // New events, from the low-water mark up ($2), in insert order (index events_queue).
 //
-// Between two moves of the mark $2 is above it: after the highest seq sent so far, so that
-// each batch does not walk again over the rows just published (under a stream of commits
-// that walk was most of a batch's cost). A row that commits late below that point is not
-// lost: the scan starts from the mark again each time the mark moves (about every
-// kLowWaterCheckUs), after a failure, and at least every outbox.poll_interval.
+// $2 is normally above the mark: after the highest seq sent so far, so that each batch does
+// not walk again over the rows just published (under a stream of commits that walk was
+// most of a batch's cost). A row that commits late below that point is not lost: when the
+// mark moves (about every kLowWaterCheckUs) and stops at or below the resume point, the
+// scan starts from the mark again; also after a failure, and every outbox.poll_interval.
 constexpr const char* kFetchNewSql =
     "SELECT tableoid, ctid, id::text, aggregatetype::text, aggregateid::text, type::text, "
     "       payload::text, headers, attempts, created_at, seq "
@@ -409,9 +409,11 @@ class Relay {
       if (isnull) return;  // a transaction that may still commit events <= C is running
       low_water_ = std::max<int64>(low_water_, DatumGetInt64(mark));
       horizon_valid_ = false;
-      // Everything below the horizon is now visible: the next scan starts from the mark
-      // again, so that an event that committed late below the resume point is found.
-      resume_after_seq_ = -1;
+      // Everything up to C is now visible. If an event at or below C and below the resume
+      // point is still waiting (it committed late, or another worker held it), the next
+      // scan starts from the mark again to find it. If not, there is nothing down there to
+      // walk over; what lies between C and the resume point is checked with the next C.
+      if (low_water_ <= horizon_seq_ && low_water_ <= resume_after_seq_) resume_after_seq_ = -1;
     }
     // The next horizon: C, then N.
     if (sequence_plan_ == nullptr) sequence_plan_ = prepare_kept(kSequenceSql, 0, nullptr);
