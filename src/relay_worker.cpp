@@ -587,26 +587,21 @@ class Relay {
       const char* name = get_rel_name(rel);
       if (name == nullptr) elog(ERROR, "outbox relay: partition %u disappeared", rel);
       const char* table = quote_qualified_identifier("outbox", name);
-      // A generic plan, made once: the relay runs with enable_seqscan off (see
-      // outbox_relay_main), so it is a TID scan even when made while the partition was
-      // empty.
-      SPIPlanPtr p;
+      // A generic plan, made once (prepare_kept): the relay runs with enable_seqscan off
+      // (see outbox_relay_main), so it is a TID scan even when made while the partition
+      // was empty.
       if (reject) {
         Oid types[4] = {TIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
-        p = SPI_prepare_cursor(psprintf("UPDATE %s SET attempts = attempts + 1, last_error = $2, "
-                                        "next_attempt_at = $3, dead_at = $4 WHERE ctid = $1",
-                                        table),
-                               4, types, CURSOR_OPT_GENERIC_PLAN);
-      } else {
-        Oid types[2] = {TIMESTAMPTZOID, TIDARRAYOID};
-        p = SPI_prepare_cursor(psprintf("UPDATE %s SET published_at = $1, next_attempt_at = NULL "
-                                        "WHERE ctid = ANY($2)",
-                                        table),
-                               2, types, CURSOR_OPT_GENERIC_PLAN);
+        return prepare_kept(psprintf("UPDATE %s SET attempts = attempts + 1, last_error = $2, "
+                                     "next_attempt_at = $3, dead_at = $4 WHERE ctid = $1",
+                                     table),
+                            4, types);
       }
-      if (p == nullptr) elog(ERROR, "outbox relay: SPI_prepare failed");
-      SPI_keepplan(p);
-      return p;
+      Oid types[2] = {TIMESTAMPTZOID, TIDARRAYOID};
+      return prepare_kept(psprintf("UPDATE %s SET published_at = $1, next_attempt_at = NULL "
+                                   "WHERE ctid = ANY($2)",
+                                   table),
+                          2, types);
     });
     cache.emplace(rel, plan);
     return plan;
