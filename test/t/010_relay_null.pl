@@ -5,30 +5,15 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::Bin;
+use OutboxNode;
 
-my $node = PostgreSQL::Test::Cluster->new('relay');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'outbox'
-outbox.database = 'postgres'
-outbox.poll_interval = '200ms'
+my $node = relay_node('relay', qq{
 outbox.retry_backoff_min = '10ms'
 outbox.retry_backoff_max = '200ms'
 });
-$node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION outbox;');
-
-sub ids {
-	my ($sql) = @_;
-	return [ sort split /\n/, $node->safe_psql('postgres', $sql) ];
-}
-
-sub wait_published {
-	my ($where, $what) = @_;
-	ok( $node->poll_query_until('postgres',
-			"SELECT count(*) = 0 FROM outbox.events WHERE published_at IS NULL AND ($where)"),
-		$what);
-}
 
 # Before a sink is configured the relay waits, and says so.
 ok($node->poll_query_until('postgres', q{SELECT state = 'unconfigured' FROM outbox.status}),
@@ -48,8 +33,8 @@ for my $i (1 .. 50) {
 	push @enqueued, $node->safe_psql('postgres', qq{SELECT outbox.enqueue('order', '$i', 'OrderCreated', '{}')});
 }
 $node->safe_psql('postgres', q{BEGIN; SELECT outbox.enqueue('order', 'rb', 'OrderCreated', '{}'); ROLLBACK;});
-wait_published('true', 'all committed events published');
-is_deeply(ids(q{SELECT id FROM outbox.events WHERE published_at IS NOT NULL}),
+wait_published($node, 'true', 'all committed events published');
+is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE published_at IS NOT NULL}),
 	[ sort @enqueued ], 'the published ids are exactly the enqueued ids');
 
 # The trap: a transaction that enqueued early and commits late must still be delivered.
@@ -61,12 +46,12 @@ my @after;
 for my $i (1 .. 20) {
 	push @after, $node->safe_psql('postgres', qq{SELECT outbox.enqueue('order', 'after$i', 'OrderCreated', '{}')});
 }
-wait_published(q{aggregateid LIKE 'after%'}, 'later transactions are delivered while the early one is open');
+wait_published($node, q{aggregateid LIKE 'after%'}, 'later transactions are delivered while the early one is open');
 my ($late_seq, $max_seq) = split /\|/, $node->safe_psql('postgres',
 	qq{SELECT (SELECT seq FROM outbox.events WHERE aggregateid LIKE 'after%' ORDER BY seq LIMIT 1), max(seq) FROM outbox.events});
 $late->query_safe('COMMIT');
 $late->quit;
-wait_published(q{aggregateid = 'late'}, 'the late commit is delivered too');
+wait_published($node, q{aggregateid = 'late'}, 'the late commit is delivered too');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.events WHERE aggregateid = 'late' AND published_at IS NOT NULL}),
 	'1', 'exactly the late event');
 ok($node->safe_psql('postgres', q{SELECT seq FROM outbox.events WHERE aggregateid = 'late'}) < $late_seq,
@@ -107,8 +92,8 @@ ok($node->safe_psql('postgres', q{SELECT events_dead FROM outbox.status}) >= $de
 is($node->safe_psql('postgres', q{SELECT dead_lettered FROM outbox.status}), $dead, 'status shows them');
 $node->safe_psql('postgres', q{SELECT outbox.configure_sink('null')});
 is($node->safe_psql('postgres', q{SELECT outbox.requeue_dead()}), $dead, 'requeue_dead requeues them all');
-wait_published(q{aggregatetype = 'mixed'}, 'requeued events are delivered');
-is_deeply(ids(q{SELECT id FROM outbox.events WHERE aggregatetype = 'mixed' AND published_at IS NOT NULL}),
+wait_published($node, q{aggregatetype = 'mixed'}, 'requeued events are delivered');
+is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE aggregatetype = 'mixed' AND published_at IS NOT NULL}),
 	[ sort @mixed ], 'every mixed event is published in the end');
 
 # A sink that throws (as a buggy sink would): the relay backs off and retries, every event
@@ -119,7 +104,7 @@ my @thrown;
 for my $i (1 .. 10) {
 	push @thrown, $node->safe_psql('postgres', qq{SELECT outbox.enqueue('thrown', '$i', 'T', '{}')});
 }
-wait_published(q{aggregatetype = 'thrown'}, 'a throwing sink: all delivered after retries');
+wait_published($node, q{aggregatetype = 'thrown'}, 'a throwing sink: all delivered after retries');
 like($node->safe_psql('postgres', q{SELECT last_error FROM outbox.status}), qr/null sink threw/,
 	'a throwing sink: the error is reported');
 is($node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()'), $started,

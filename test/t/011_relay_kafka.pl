@@ -12,6 +12,7 @@ use Test::More;
 use FindBin;
 use lib $FindBin::Bin;
 use KafkaMock;
+use OutboxNode;
 
 plan skip_all => 'no ' . KafkaMock::binary() unless -x KafkaMock::binary();
 
@@ -37,18 +38,12 @@ sub header {
 }
 
 # --- the server
-my $node = PostgreSQL::Test::Cluster->new('kafka');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'outbox'
-outbox.database = 'postgres'
-outbox.poll_interval = '200ms'
+my $node = relay_node('kafka', qq{
 outbox.send_timeout = '3s'
 outbox.retry_backoff_min = '50ms'
 outbox.retry_backoff_max = '500ms'
 outbox.max_attempts = 2
 });
-$node->start;
 my $started = $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
 $node->safe_psql('postgres', 'CREATE EXTENSION outbox;');
 my $description = $node->safe_psql('postgres',

@@ -10,6 +10,7 @@ use Test::More;
 use FindBin;
 use lib $FindBin::Bin;
 use KafkaMock;
+use OutboxNode;
 
 plan skip_all => 'no ' . KafkaMock::binary() unless -x KafkaMock::binary();
 
@@ -25,18 +26,12 @@ sub consumed_ids {
 	return \%ids;
 }
 
-my $node = PostgreSQL::Test::Cluster->new('crash');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'outbox'
-outbox.database = 'postgres'
-outbox.poll_interval = '200ms'
+my $node = relay_node('crash', qq{
 outbox.send_timeout = '30s'
 outbox.retry_backoff_min = '50ms'
 outbox.retry_backoff_max = '500ms'
 restart_after_crash = on
 });
-$node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION outbox;');
 $node->safe_psql('postgres', qq{SELECT outbox.configure_sink('kafka', '{"bootstrap.servers": "$bootstrap"}')});
 

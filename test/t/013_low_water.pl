@@ -10,36 +10,21 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::Bin;
+use OutboxNode;
 
-my $node = PostgreSQL::Test::Cluster->new('low_water');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'outbox'
-outbox.database = 'postgres'
-outbox.poll_interval = '200ms'
+my $node = relay_node('low_water', qq{
 outbox.retry_backoff_min = '10ms'
 outbox.retry_backoff_max = '200ms'
 });
-$node->start;
 
 sub q1 { return $node->safe_psql('postgres', $_[0]); }
-
-sub ids {
-	my ($sql) = @_;
-	return [ sort split /\n/, q1($sql) ];
-}
 
 sub enqueue {
 	my ($aggregatetype, $n) = @_;
 	return split /\n/, q1(qq{SELECT outbox.enqueue('$aggregatetype', g::text, 'T', '{"n": 1}')
 	                          FROM generate_series(1, $n) g});
-}
-
-sub wait_published {
-	my ($where, $what) = @_;
-	ok( $node->poll_query_until('postgres',
-			"SELECT count(*) = 0 FROM outbox.events WHERE published_at IS NULL AND ($where)"),
-		$what);
 }
 
 # --- Upgrade: 0.1.0 with a queue in every state, then ALTER EXTENSION UPDATE.
@@ -69,21 +54,21 @@ is(q1(q{SELECT count(*) FROM outbox.events
 is(q1(q{SELECT bool_and(c.reloptions @> '{fillfactor=50}') FROM outbox.partitions p
          JOIN pg_class c ON c.oid = format('outbox.%I', p.name)::regclass}),
 	't', 'existing partitions get the new fillfactor');
-wait_published(q{aggregatetype IN ('old_pending', 'old_waiting')},
+wait_published($node, q{aggregatetype IN ('old_pending', 'old_waiting')},
 	'after the update the relay delivers what was pending and waiting');
-is_deeply(ids(q{SELECT id FROM outbox.events WHERE published_at IS NOT NULL}),
+is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE published_at IS NOT NULL}),
 	[ sort @pending, @published, @waiting ], 'published: exactly the pending, waiting and old published ids');
-is_deeply(ids(q{SELECT id FROM outbox.dead_letters}), [ sort @dead ], 'dead letters stay dead letters');
+is_deeply(ids($node, q{SELECT id FROM outbox.dead_letters}), [ sort @dead ], 'dead letters stay dead letters');
 is(q1(q{SELECT dead_lettered FROM outbox.status}), '3', 'status counts them');
 
 # --- Marking is a heap-only update.
 my @bulk = enqueue('bulk', 5000);
-wait_published(q{aggregatetype = 'bulk'}, 'a batch of 5000 is delivered');
+wait_published($node, q{aggregatetype = 'bulk'}, 'a batch of 5000 is delivered');
 ok( $node->poll_query_until('postgres', q{
 		SELECT sum(n_tup_upd) >= 5000 AND sum(n_tup_hot_upd) >= 0.9 * sum(n_tup_upd)
 		  FROM pg_stat_user_tables WHERE schemaname = 'outbox' AND relname LIKE 'events\_2%'}),
 	'at least 90% of the marks are heap-only updates');
-is_deeply(ids(q{SELECT id FROM outbox.events WHERE aggregatetype = 'bulk' AND published_at IS NOT NULL}),
+is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE aggregatetype = 'bulk' AND published_at IS NOT NULL}),
 	[ sort @bulk ], 'the bulk ids are exactly the enqueued ones');
 ok( $node->poll_query_until('postgres',
 		q{SELECT low_water > (SELECT max(seq) FROM outbox.events) FROM outbox.relay_state}),
@@ -97,7 +82,7 @@ my $late_id = $late->query_safe(q{BEGIN; SELECT outbox.enqueue('late', 'late', '
 $late_id =~ s/.*\n//s;
 chomp $late_id;
 my @after = enqueue('after', 200);
-wait_published(q{aggregatetype = 'after'}, 'later events are delivered while the early transaction is open');
+wait_published($node, q{aggregatetype = 'after'}, 'later events are delivered while the early transaction is open');
 my $late_seq = $late->query_safe(q{SELECT seq FROM outbox.events WHERE aggregatetype = 'late'});
 $late_seq =~ s/.*\n//s;
 sleep 1.5;    # more than the save interval: the mark would have been saved if it had moved
@@ -107,7 +92,7 @@ ok(q1(q{SELECT min(seq) FROM outbox.events WHERE aggregatetype = 'after'}) > $la
 	'although events above it are published');
 $late->query_safe('COMMIT');
 $late->quit;
-wait_published(q{aggregatetype = 'late'}, 'the late commit is delivered');
+wait_published($node, q{aggregatetype = 'late'}, 'the late commit is delivered');
 is(q1(q{SELECT id FROM outbox.events WHERE aggregatetype = 'late' AND published_at IS NOT NULL}),
 	$late_id, 'exactly the late event');
 
@@ -115,14 +100,14 @@ is(q1(q{SELECT id FROM outbox.events WHERE aggregatetype = 'late' AND published_
 my $holder = $node->background_psql('postgres');
 $holder->query_safe(q{BEGIN; SELECT pg_current_xact_id();});
 my @held = enqueue('held', 50);
-wait_published(q{aggregatetype = 'held'}, 'events are delivered while an old transaction holds xmin');
+wait_published($node, q{aggregatetype = 'held'}, 'events are delivered while an old transaction holds xmin');
 $holder->query_safe('COMMIT');
 $holder->quit;
 
 # --- A rolled-back transaction leaves a gap in the sequence; the mark moves past it.
 q1(q{BEGIN; SELECT outbox.enqueue('rolled_back', '1', 'T', '{}'); ROLLBACK;});
 my @gap = enqueue('gap', 10);
-wait_published(q{aggregatetype = 'gap'}, 'events after a rolled-back one are delivered');
+wait_published($node, q{aggregatetype = 'gap'}, 'events after a rolled-back one are delivered');
 ok( $node->poll_query_until('postgres',
 		q{SELECT low_water > (SELECT max(seq) FROM outbox.events) FROM outbox.relay_state}),
 	'the mark moves past the gap');
@@ -136,12 +121,12 @@ ok($node->poll_query_until('postgres',
 	'a rejected event waits for its retry');
 q1(q{SELECT outbox.configure_sink('null')});
 my @passing = enqueue('passing', 20);
-wait_published(q{aggregatetype = 'passing'}, 'newer events pass the waiting one');
+wait_published($node, q{aggregatetype = 'passing'}, 'newer events pass the waiting one');
 ok( $node->poll_query_until('postgres', qq{
 		SELECT low_water > (SELECT max(seq) FROM outbox.events WHERE aggregatetype = 'passing')
 		  FROM outbox.relay_state}),
 	'the mark moves past the waiting event');
-wait_published(qq{id = '$rejected'}, 'the waiting event is sent at its retry time');
+wait_published($node, qq{id = '$rejected'}, 'the waiting event is sent at its retry time');
 is(q1(qq{SELECT attempts || ',' || (next_attempt_at IS NULL) FROM outbox.events WHERE id = '$rejected'}),
 	'1,true', 'once published it leaves the retry index');
 q1(q{ALTER SYSTEM RESET outbox.retry_backoff_min; ALTER SYSTEM RESET outbox.retry_backoff_max; SELECT pg_reload_conf()});
@@ -158,13 +143,13 @@ ok( $node->poll_query_until('postgres', qq{
 		SELECT low_water > (SELECT seq FROM outbox.events WHERE id = '$poison') FROM outbox.relay_state}),
 	'the mark passes the dead letter');
 is(q1(qq{SELECT outbox.requeue('$poison')}), 't', 'requeue it');
-wait_published(qq{id = '$poison'}, 'the requeued dead letter is delivered');
+wait_published($node, qq{id = '$poison'}, 'the requeued dead letter is delivered');
 q1(q{ALTER SYSTEM RESET outbox.max_attempts; SELECT pg_reload_conf()});
 
 # --- Someone resets the sequence: new events sit below the mark. The relay notices.
 q1(q{SELECT setval('outbox.events_seq', 1, false)});
 my @reset = enqueue('after_reset', 10);
-wait_published(q{aggregatetype = 'after_reset'}, 'events after a sequence reset are delivered');
+wait_published($node, q{aggregatetype = 'after_reset'}, 'events after a sequence reset are delivered');
 like(slurp_file($node->logfile), qr/outbox\.events_seq was reset/, 'and the reset is logged');
 
 # --- A reset while no relay runs, followed by more events than the old mark: the relay
@@ -182,8 +167,8 @@ my @restarted = enqueue('after_restart', $n_restart);
 ok(q1(q{SELECT min(seq) FROM outbox.events}) < $old_mark, 'new events now sit below the old mark');
 $node->append_conf('postgresql.conf', "outbox.workers = 1\n");
 $node->restart;
-wait_published(q{aggregatetype = 'after_restart'}, 'after TRUNCATE ... RESTART IDENTITY with the relay stopped, all are delivered');
-is_deeply(ids(q{SELECT id FROM outbox.events WHERE aggregatetype = 'after_restart' AND published_at IS NOT NULL}),
+wait_published($node, q{aggregatetype = 'after_restart'}, 'after TRUNCATE ... RESTART IDENTITY with the relay stopped, all are delivered');
+is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE aggregatetype = 'after_restart' AND published_at IS NOT NULL}),
 	[ sort @restarted ], 'exactly those ids');
 
 # --- Everything, once more, as sets: every committed event is published or a dead letter.
