@@ -174,6 +174,7 @@ relay_header() {
 }
 
 # py SUBCOMMAND [args...]: the Python side (psycopg 3) of the benchmarks.
+# The article's table comes from bench/lib.sh's naive_table_sql, as in the other benchmarks.
 py() {
-  "$PY" "$RELAY_BENCH_DIR/relaybench.py" "$@"
+  NAIVE_TABLE_SQL="$(naive_table_sql outbox_naive)" "$PY" "$RELAY_BENCH_DIR/relaybench.py" "$@"
 }

@@ -124,16 +124,8 @@ class Admin:
 # throughput
 
 
-NAIVE_SETUP = """
-CREATE TABLE IF NOT EXISTS outbox_naive (
-    id            bigserial PRIMARY KEY,
-    aggregatetype varchar(255),
-    aggregateid   varchar(255),
-    type          varchar(255),
-    payload       jsonb,
-    created_at    timestamptz DEFAULT now(),
-    published_at  timestamptz
-);
+# The article's table: bench/lib.sh's naive_table_sql, passed in by bench/relay/lib.sh.
+NAIVE_SETUP = os.environ["NAIVE_TABLE_SQL"] + """
 CREATE INDEX IF NOT EXISTS outbox_unpublished ON outbox_naive (id) WHERE published_at IS NULL;
 
 -- The article's relay query as a server-side loop: one batch per transaction (COMMIT in a
