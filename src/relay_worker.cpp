@@ -43,7 +43,6 @@ extern "C" {
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
 #include "access/transam.h"
-#include "access/xact.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "utils/array.h"
