@@ -66,6 +66,23 @@ class Sink {
   virtual void send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
                     std::chrono::milliseconds timeout) = 0;
 
+  // Pipelined sending: the relay fetches and marks the next batch while the broker
+  // acknowledges this one. start() hands a batch over and returns without waiting;
+  // finish() waits for the oldest started batch that has not finished, at most until its
+  // start() + `timeout`, and sets all of its outcomes. The relay keeps at most two batches
+  // started; `messages` and `outcomes` stay where they are until that batch's finish()
+  // returns. Per-key order holds across batches: a message of a later batch must not be
+  // delivered ahead of an earlier batch's message of the same key that could not be
+  // queued (fail the later one kUnavailable instead). An exception from start() means the
+  // batch was not started and failed as kUnavailable; from finish(), that the oldest batch
+  // failed as kUnavailable.
+  // The defaults send synchronously: start() calls send(), finish() has nothing to wait for.
+  virtual void start(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
+                     std::chrono::milliseconds timeout) {
+    send(messages, outcomes, timeout);
+  }
+  virtual void finish() {}
+
   // False once the sink cannot recover by itself (e.g. a librdkafka fatal error): the relay
   // then destroys it and creates a new one after a back-off.
   virtual bool usable() const { return true; }
@@ -74,7 +91,9 @@ class Sink {
   virtual std::string describe() const = 0;
 };
 
-inline constexpr int kAbiVersion = 1;
+// 2: Sink::start() and finish(). A plugin built for another version is refused
+// with a message that says so: rebuild it against this header.
+inline constexpr int kAbiVersion = 2;
 
 struct PluginV1 {
   int abi_version;  // kAbiVersion of the header the plugin was built with
