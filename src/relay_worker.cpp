@@ -1,11 +1,14 @@
 // The relay: a background worker that sends unpublished events through the configured sink
 // and marks them published once the sink has acknowledged them.
 //
-// One batch is one transaction:
+// A batch:
 //   SELECT ... WHERE seq >= <low-water mark> AND published_at IS NULL ... ORDER BY seq
 //     LIMIT n FOR UPDATE SKIP LOCKED   (plus, now and then, the events due for a retry)
-//   -> sink.send(batch) -> UPDATE <partition> SET published_at = ... WHERE ctid = ANY(...)
-//   -> COMMIT
+//   -> sink.start(batch) ... sink.finish()
+//   -> UPDATE <partition> SET published_at = ... WHERE ctid = ANY(...)
+// and a transaction is one batch, or, while batches come full (a backlog), up to
+// kMaxBatchesPerTransaction of them, pipelined: the next batch is fetched and started while
+// the sink waits for the acknowledgements of the one before. Then COMMIT.
 // A crash anywhere before COMMIT releases the rows and they are sent again: at least once.
 // Back-off happens with no transaction open.
 //
@@ -110,6 +113,9 @@ constexpr int64 kLowWaterSaveUs = 1000 * 1000;
 constexpr int kFirstFetch = 32;
 constexpr int kMaxFetch = 256;
 constexpr size_t kMaxCachedPlans = 128;
+// While batches come full, a transaction pipelines up to this many (its row locks and marks
+// wait for its commit; the last batch's acknowledgements are not overlapped).
+constexpr int kMaxBatchesPerTransaction = 8;
 
 struct Text {
   const char* data;
@@ -138,7 +144,19 @@ struct Fetched {
   bool full;  // stopped by batch_size or batch_max_bytes: more work is likely waiting
 };
 
+// One batch of the pipeline. Two of them live as long as the relay, so the sink's view of
+// `outcomes` outlives any one transaction.
+struct Batch {
+  MemoryContext memory;  // rows, headers, detoasted values: reset once the batch is marked
+  Fetched fetched{};
+  std::vector<SPITupleTable*> tuples;  // the rows point into them: freed with the batch
+  std::vector<sinks::Message> messages;
+  std::vector<sinks::Outcome> outcomes;
+  bool in_flight = false;  // started, not finished
+};
+
 struct BatchResult {
+  int batches = 0;
   int fetched = 0;
   bool full = false;
   int acked = 0;
@@ -163,6 +181,12 @@ class Relay {
     iteration_ = guard([] {
       return AllocSetContextCreate(TopMemoryContext, "outbox relay", ALLOCSET_DEFAULT_SIZES);
     });
+    for (Batch& batch : batches_) {
+      batch.memory = guard([] {
+        return AllocSetContextCreate(TopMemoryContext, "outbox relay batch",
+                                     ALLOCSET_DEFAULT_SIZES);
+      });
+    }
     counters_.pid = MyProcPid;
     publish(WorkerState::kStarting);
     while (!ShutdownRequestPending) {
@@ -199,7 +223,7 @@ class Relay {
         guard([&] { pg_usleep(gather_until - now); });
       }
       last_batch_start_ = guard([] { return GetCurrentTimestamp(); });
-      BatchResult result = run_batch();
+      BatchResult result = run_transaction();
       gather_next_ = !result.full && result.fetched >= 2;
       if (result.unavailable > 0) return back_off(result.first_error);
       failures_ = 0;
@@ -277,6 +301,18 @@ class Relay {
   }
 
   void abort_transaction() {
+    // A batch still in flight has rows that the abort unlocks, and its outcomes would come
+    // to nobody: drop the sink with it (a new one is made for the next pass); the events
+    // are sent again.
+    bool dropped = false;
+    for (Batch& batch : batches_) {
+      dropped = dropped || batch.in_flight;
+      batch.in_flight = false;
+      batch.tuples.clear();  // the abort frees them with SPI's memory
+      batch.messages.clear();
+      guard([&] { MemoryContextReset(batch.memory); });
+    }
+    if (dropped) sink_.reset();
     guard([&] {
       if (IsTransactionState() || IsAbortedTransactionBlockState() ||
           GetCurrentTransactionNestLevel() > 0) {
@@ -470,13 +506,15 @@ class Relay {
     low_water_saved_at_ = now;
   }
 
-  // Appends rows from an open cursor to `out` until `limit` rows or `max_bytes` of payload.
-  // Runs inside guard().
-  void append_rows(Portal portal, Fetched& out, int limit, int64& bytes, int64 max_bytes) {
+  // Appends rows from an open cursor to the batch until `limit` rows or `max_bytes` of
+  // payload. Runs inside guard(), in the batch's memory context.
+  void append_rows(Portal portal, Batch& batch, int limit, int64& bytes, int64 max_bytes) {
+    Fetched& out = batch.fetched;
     int64 chunk = kFirstFetch;
     while (out.count < limit && bytes < max_bytes) {
       SPI_cursor_fetch(portal, true, std::min<int64>(chunk, limit - out.count));
       if (SPI_processed == 0) break;
+      batch.tuples.push_back(SPI_tuptable);
       TupleDesc desc = SPI_tuptable->tupdesc;
       // Rows fetched past the byte limit stay locked but unsent until the commit; the
       // next batch starts with them.
@@ -500,14 +538,18 @@ class Relay {
             std::max<int64>(out.max_seq, DatumGetInt64(SPI_getbinval(tuple, desc, 11, &isnull)));
         bytes += row.payload.len;
       }
-      // The tuple table is not freed: the rows point into it (SPI frees it at the commit).
+      // The tuple table is not freed here: the rows point into it.
       const int64 average = bytes / std::max(out.count, 1) + 1;
       chunk = std::clamp<int64>((max_bytes - bytes) / average, 1, kMaxFetch);
     }
   }
 
-  Fetched fetch() {
-    return guard([&]() -> Fetched {
+  // Fetches the next batch. The first of a transaction also moves the low-water mark, looks
+  // for retries, and may start from the mark again (resume_after_seq_ = -1). The later
+  // ones only continue after the rows already fetched: those are locked by this
+  // transaction, and FOR UPDATE SKIP LOCKED would return them again.
+  void fetch(Batch& batch, bool first_of_transaction) {
+    guard([&] {
       if (fetch_new_plan_ == nullptr) {
         Oid new_types[3] = {INT8OID, INT8OID, TIMESTAMPTZOID};
         fetch_new_plan_ = prepare_kept(kFetchNewSql, 3, new_types);
@@ -517,17 +559,20 @@ class Relay {
       const int limit = settings.batch_size;
       const int64 max_bytes = settings.batch_max_bytes;
       const TimestampTz now = GetCurrentTimestamp();
-      advance_low_water(now);
-      Fetched out{static_cast<Row*>(MemoryContextAllocZero(iteration_, sizeof(Row) * limit)), 0, -1,
-                  false};
+      if (first_of_transaction) advance_low_water(now);
+      MemoryContextReset(batch.memory);  // an empty batch was never finished
+      batch.tuples.clear();
+      MemoryContext old = MemoryContextSwitchTo(batch.memory);
+      Fetched& out = batch.fetched;
+      out = Fetched{static_cast<Row*>(palloc0(sizeof(Row) * limit)), 0, -1, false};
       int64 bytes = 0;
 
       // Retries first: they are the oldest events. Looked for when one of ours is due, and
       // at least every poll_interval (another worker may have scheduled them).
-      if (now >= retry_check_at_) {
+      if (first_of_transaction && now >= retry_check_at_) {
         Datum params[2] = {Int64GetDatum(limit), TimestampTzGetDatum(now)};
         Portal portal = SPI_cursor_open(nullptr, fetch_retry_plan_, params, nullptr, false);
-        append_rows(portal, out, limit, bytes, max_bytes);
+        append_rows(portal, batch, limit, bytes, max_bytes);
         SPI_cursor_close(portal);
         const bool more_due = out.count == limit || bytes >= max_bytes;
         retry_check_at_ =
@@ -535,7 +580,8 @@ class Relay {
         out.max_seq = -1;
       }
 
-      if (now - last_full_scan_ >= static_cast<int64>(settings.poll_interval_ms) * 1000) {
+      if (first_of_transaction &&
+          now - last_full_scan_ >= static_cast<int64>(settings.poll_interval_ms) * 1000) {
         resume_after_seq_ = -1;  // the low-water mark may be held back: look below anyway
       }
       if (resume_after_seq_ < 0) last_full_scan_ = now;
@@ -544,21 +590,22 @@ class Relay {
         Datum params[3] = {Int64GetDatum(limit - out.count), Int64GetDatum(start),
                            TimestampTzGetDatum(now + kFuturePartitionsAfterUs)};
         Portal portal = SPI_cursor_open(nullptr, fetch_new_plan_, params, nullptr, false);
-        append_rows(portal, out, limit, bytes, max_bytes);
+        append_rows(portal, batch, limit, bytes, max_bytes);
         SPI_cursor_close(portal);
       }
+      MemoryContextSwitchTo(old);
       out.full = out.count == limit || bytes >= max_bytes;
       resume_after_seq_ = std::max(resume_after_seq_, out.max_seq);
-      return out;
     });
   }
 
   // Headers are a flat object of strings (enqueue checked it). The texts point into the
-  // jsonb, which lives as long as the row's tuple. Runs inside guard().
+  // jsonb, which lives as long as the row's tuple. Runs inside guard(), in the batch's
+  // memory context.
   void copy_headers(Jsonb* headers, Row& row) {
     const int n = JB_ROOT_COUNT(headers);
-    row.header_keys = static_cast<Text*>(MemoryContextAlloc(iteration_, sizeof(Text) * (n + 1)));
-    row.header_values = static_cast<Text*>(MemoryContextAlloc(iteration_, sizeof(Text) * (n + 1)));
+    row.header_keys = static_cast<Text*>(palloc(sizeof(Text) * (n + 1)));
+    row.header_values = static_cast<Text*>(palloc(sizeof(Text) * (n + 1)));
     JsonbIterator* it = JsonbIteratorInit(&headers->root);
     JsonbValue v;
     JsonbIteratorToken token;
@@ -657,22 +704,14 @@ class Relay {
     return dead;
   }
 
-  BatchResult run_batch() {
-    BatchResult result;
-    begin_transaction("outbox relay: fetching");
-    const Fetched batch = fetch();
-    result.fetched = batch.count;
-    result.full = batch.full;
-    if (batch.count == 0) {
-      guard([&] { save_low_water(GetCurrentTimestamp()); });
-      commit_transaction();
-      return result;
-    }
-
-    std::vector<sinks::Message> messages(batch.count);
-    for (int i = 0; i < batch.count; ++i) {
-      const Row& row = batch.rows[i];
-      sinks::Message& m = messages[i];
+  // Hands a fetched batch to the sink. Returns at once for a pipelining sink; a
+  // synchronous one (the default Sink::start) has the outcomes when it returns.
+  void start_batch(Batch& batch) {
+    const Fetched& fetched = batch.fetched;
+    batch.messages.resize(fetched.count);
+    for (int i = 0; i < fetched.count; ++i) {
+      const Row& row = fetched.rows[i];
+      sinks::Message& m = batch.messages[i];
       m.id = row.id.view();
       m.aggregatetype = row.aggregatetype.view();
       m.aggregateid = row.aggregateid.view();
@@ -681,7 +720,7 @@ class Relay {
       m.created_at_unix_us =
           row.created_at + static_cast<int64>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) *
                                SECS_PER_DAY * USECS_PER_SEC;
-      m.headers.reserve(row.nheaders);
+      m.headers.clear();
       for (int h = 0; h < row.nheaders; ++h) {
         m.headers.emplace_back(row.header_keys[h].view(), row.header_values[h].view());
       }
@@ -690,26 +729,42 @@ class Relay {
     publish(WorkerState::kSending);
     guard([&] {
       pgstat_report_activity(STATE_RUNNING, psprintf("outbox relay: sending %d events to %s",
-                                                     batch.count, sink_name_.c_str()));
+                                                     fetched.count, sink_name_.c_str()));
     });
-    std::vector<sinks::Outcome> outcomes(batch.count);
+    batch.outcomes.assign(fetched.count, sinks::Outcome{});
     try {
-      sink_->send(messages, outcomes, std::chrono::milliseconds(settings.send_timeout_ms));
+      sink_->start(batch.messages, batch.outcomes,
+                   std::chrono::milliseconds(settings.send_timeout_ms));
+      batch.in_flight = true;
     } catch (const std::exception& e) {
-      for (auto& o : outcomes) o = {sinks::Delivery::kUnavailable, e.what()};
+      for (auto& o : batch.outcomes) o = {sinks::Delivery::kUnavailable, e.what()};
     }
+  }
 
+  // Waits for the batch's outcomes (the oldest started batch), marks what was acknowledged
+  // and records what was not, then frees the batch's rows.
+  void finish_batch(Batch& batch, BatchResult& result) {
+    if (batch.in_flight) {
+      batch.in_flight = false;
+      try {
+        sink_->finish();
+      } catch (const std::exception& e) {
+        for (auto& o : batch.outcomes) o = {sinks::Delivery::kUnavailable, e.what()};
+      }
+    }
+    const Fetched& fetched = batch.fetched;
     guard([] { pgstat_report_activity(STATE_RUNNING, "outbox relay: marking"); });
-    mark_acked(batch, outcomes);
-    for (int i = 0; i < batch.count; ++i) {
-      const sinks::Outcome& o = outcomes[i];
+    mark_acked(fetched, batch.outcomes);
+    ++result.batches;
+    for (int i = 0; i < fetched.count; ++i) {
+      const sinks::Outcome& o = batch.outcomes[i];
       switch (o.delivery) {
         case sinks::Delivery::kAcked:
           ++result.acked;
           break;
         case sinks::Delivery::kRejected:
           ++result.rejected;
-          if (mark_rejected(batch.rows[i], o.error)) ++result.dead;
+          if (mark_rejected(fetched.rows[i], o.error)) ++result.dead;
           if (result.first_error.empty()) result.first_error = "event rejected: " + o.error;
           break;
         case sinks::Delivery::kUnavailable:
@@ -720,11 +775,50 @@ class Relay {
           break;
       }
     }
+    batch.messages.clear();
+    guard([&] {
+      for (SPITupleTable* tuples : batch.tuples) SPI_freetuptable(tuples);
+      MemoryContextReset(batch.memory);
+    });
+    batch.tuples.clear();
+  }
+
+  // One transaction: a batch, or, while they come full, a pipeline of up to
+  // kMaxBatchesPerTransaction: batch k+1 is fetched and started before batch k is finished
+  // and marked. It stops at the first batch with a sink failure.
+  BatchResult run_transaction() {
+    BatchResult result;
+    begin_transaction("outbox relay: fetching");
+    Batch* current = &batches_[0];
+    Batch* next = &batches_[1];
+    fetch(*current, true);
+    result.fetched = current->fetched.count;
+    result.full = current->fetched.full;
+    if (current->fetched.count > 0) {
+      start_batch(*current);
+      for (int n = 1;; ++n) {
+        const bool more = current->fetched.full && n < kMaxBatchesPerTransaction;
+        if (more) {
+          fetch(*next, false);
+          result.fetched += next->fetched.count;
+          result.full = next->fetched.full;
+          if (next->fetched.count > 0) start_batch(*next);
+        }
+        finish_batch(*current, result);
+        if (!more || next->fetched.count == 0) break;
+        if (result.unavailable > 0) {
+          finish_batch(*next, result);
+          break;
+        }
+        std::swap(current, next);
+      }
+    }
     guard([&] { save_low_water(GetCurrentTimestamp()); });
     commit_transaction();
+    if (result.fetched == 0) return result;
 
     const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
-    ++counters_.batches;
+    counters_.batches += result.batches;
     counters_.events_sent += result.acked;
     counters_.events_failed += result.rejected;
     counters_.events_dead += result.dead;
@@ -734,7 +828,7 @@ class Relay {
       guard([&] {
         ereport(LOG, (errmsg("outbox relay %d: the sink rejected %d of %d events (%d now "
                              "dead-lettered): %s",
-                             index_ + 1, result.rejected, batch.count, result.dead,
+                             index_ + 1, result.rejected, result.fetched, result.dead,
                              result.first_error.c_str())));
       });
     }
@@ -784,6 +878,7 @@ class Relay {
   TimestampTz last_full_scan_ = 0;
   boost::container::flat_map<Oid, SPIPlanPtr> mark_plans_;
   boost::container::flat_map<Oid, SPIPlanPtr> reject_plans_;
+  Batch batches_[2];
 };
 
 }  // namespace

@@ -125,7 +125,8 @@ std::unique_ptr<sinks::Sink> create_sink(const char* function, const std::string
         sqlstate::kInvalidParameterValue,
         std::string(function) + ": sink \"" + name + "\" was built for another outbox version",
         "Plugin ABI " + std::to_string(plugin ? plugin->abi_version : -1) +
-            ", this outbox expects " + std::to_string(sinks::kAbiVersion) + ".");
+            ", this outbox expects " + std::to_string(sinks::kAbiVersion) +
+            ": rebuild the sink against this version's sink.hpp.");
   }
   try {
     SignalsBlocked blocked;

@@ -111,6 +111,47 @@ is($node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()'), $started,
 	'a throwing sink: the server was not restarted');
 $node->safe_psql('postgres', q{SELECT outbox.configure_sink('null')});
 
+# Pipelining: while batches come full, a transaction sends up to 8 of them, each fetched and
+# started before the one before it is marked. At batch_size 7 a backlog of 300 events takes
+# 43 batches; the rows marked by one transaction share its xid as their xmin.
+$node->safe_psql('postgres', q{ALTER SYSTEM SET outbox.batch_size = 7; ALTER SYSTEM SET outbox.max_attempts = 100;
+	SELECT pg_reload_conf(); SELECT pg_sleep(0.5);});
+$node->safe_psql('postgres', q{SELECT outbox.configure_sink('null')});
+my $piped = ids($node,
+	q{SELECT outbox.enqueue('piped', (g % 10)::text, 'P', '{}') FROM generate_series(1, 300) g});
+wait_published($node, q{aggregatetype = 'piped'}, 'pipelined: all delivered');
+is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE aggregatetype = 'piped' AND published_at IS NOT NULL}),
+	$piped, 'pipelined: the published ids are the enqueued ids');
+my $xacts = $node->safe_psql('postgres',
+	q{SELECT count(DISTINCT xmin::text) FROM outbox.events WHERE aggregatetype = 'piped'});
+ok($xacts >= 6 && $xacts <= 12, "pipelined: 43 batches marked in $xacts transactions (8 at most per transaction)");
+
+# A rejection in one batch of a pipeline is recorded for that event only; a sink that throws
+# in a later batch ends the transaction, and the batch started after it is sent again. Every
+# event is published in the end, none is marked twice (the relay would stop with "marked n of
+# m events"), and the server is not restarted.
+for my $case (['rejecting', '{"fail_every": 13}'], ['throwing', '{"throw_every": 5}']) {
+	my ($what, $options) = @$case;
+	$node->safe_psql('postgres', qq{SELECT outbox.configure_sink('null', '$options')});
+	my $sent = ids($node,
+		qq{SELECT outbox.enqueue('$what', (g % 10)::text, 'P', '{}') FROM generate_series(1, 300) g});
+	ok( $node->poll_query_until('postgres',
+			qq{SELECT count(*) = 0 FROM outbox.events WHERE aggregatetype = '$what' AND published_at IS NULL AND attempts = 0}),
+		"pipelined, $what sink: every event was tried");
+	$node->safe_psql('postgres', q{SELECT outbox.configure_sink('null')});
+	wait_published($node, qq{aggregatetype = '$what'}, "pipelined, $what sink: all delivered in the end");
+	is_deeply(ids($node, qq{SELECT id FROM outbox.events WHERE aggregatetype = '$what' AND published_at IS NOT NULL}),
+		$sent, "pipelined, $what sink: the published ids are the enqueued ids");
+}
+ok($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.events WHERE aggregatetype = 'rejecting' AND attempts > 0}) >= 20,
+	'pipelined, rejecting sink: the rejections are recorded per event');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.events WHERE aggregatetype = 'throwing' AND attempts > 0}), '0',
+	'pipelined, throwing sink: a whole-sink failure burns no attempts');
+is($node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()'), $started,
+	'pipelined: the server was not restarted');
+$node->safe_psql('postgres', q{ALTER SYSTEM RESET outbox.batch_size; ALTER SYSTEM SET outbox.max_attempts = 3;
+	SELECT pg_reload_conf();});
+
 # Bad configuration is refused with a clear error, and the running sink is kept.
 ($rc, $out, $err) = $node->psql('postgres', q{SELECT outbox.configure_sink('nope')});
 like($err, qr/no sink named "nope"/, 'unknown sink refused');
