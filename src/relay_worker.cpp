@@ -82,6 +82,7 @@ constexpr const char* kFetchNewSql =
 // more, such an event waits; the low-water mark, which reads every partition, does not
 // pass it.
 constexpr int64 kFuturePartitionsAfterUs = 60 * USECS_PER_SEC;
+Oid kFetchNewTypes[3] = {INT8OID, INT8OID, TIMESTAMPTZOID};
 // Events whose retry time has come (index events_retry).
 constexpr const char* kFetchRetrySql =
     "SELECT tableoid, ctid, id::text, aggregatetype::text, aggregateid::text, type::text, "
@@ -90,6 +91,7 @@ constexpr const char* kFetchRetrySql =
     " WHERE next_attempt_at <= $2 AND published_at IS NULL AND dead_at IS NULL "
     " ORDER BY seq LIMIT $1 "
     "   FOR UPDATE SKIP LOCKED";
+Oid kFetchRetryTypes[2] = {INT8OID, TIMESTAMPTZOID};
 // The highest sequence value handed out so far; whether the sequence caches values (then a
 // value below it can still be handed out later, and the mark must not move); and its file
 // (a new one after ALTER SEQUENCE ... RESTART or TRUNCATE ... RESTART IDENTITY).
@@ -108,10 +110,6 @@ constexpr const char* kLowWaterSql =
 // How often the mark is moved and saved. Between moves the scan starts a little lower.
 constexpr int64 kLowWaterCheckUs = 10 * 1000;
 constexpr int64 kLowWaterSaveUs = 1000 * 1000;
-// Rows per cursor fetch: the first fetch is small, later ones are sized from the average
-// payload so that a batch stays near outbox.batch_max_bytes even with large payloads.
-constexpr int kFirstFetch = 32;
-constexpr int kMaxFetch = 256;
 constexpr size_t kMaxCachedPlans = 128;
 // While batches come full, a transaction pipelines up to this many (its row locks and marks
 // wait for its commit; the last batch's acknowledgements are not overlapped).
@@ -123,9 +121,8 @@ struct Text {
   std::string_view view() const { return {data, static_cast<size_t>(len)}; }
 };
 
-// One fetched row. Its texts point into the SPI tuples of the batch transaction (not
-// copied: that was a tenth of a drain's time), so they are valid until its commit, which
-// comes after the send and the marks. Trivially destructible.
+// One fetched row. Its texts are copies in the batch's memory, valid until the batch has
+// been marked. Trivially destructible.
 struct Row {
   Oid rel;
   ItemPointerData tid;
@@ -149,7 +146,6 @@ struct Fetched {
 struct Batch {
   MemoryContext memory;  // rows, headers, detoasted values: reset once the batch is marked
   Fetched fetched{};
-  std::vector<SPITupleTable*> tuples;  // the rows point into them: freed with the batch
   std::vector<sinks::Message> messages;
   std::vector<sinks::Outcome> outcomes;
   bool in_flight = false;  // started, not finished
@@ -166,12 +162,72 @@ struct BatchResult {
   std::string first_error;
 };
 
-// Not NUL-terminated. Runs inside guard() (a compressed value is expanded in the current
-// memory context, SPI's, which also lives until the commit).
-Text text_view(Datum value) {
+// A copy of a text value in the current memory context; not NUL-terminated. A compressed
+// or out-of-line value is expanded into that context, and then not copied again.
+Text copy_text(Datum value) {
   text* t = DatumGetTextPP(value);
-  return {VARDATA_ANY(t), static_cast<int>(VARSIZE_ANY_EXHDR(t))};
+  const int len = static_cast<int>(VARSIZE_ANY_EXHDR(t));
+  if (reinterpret_cast<Pointer>(t) != DatumGetPointer(value)) return {VARDATA_ANY(t), len};
+  char* data = static_cast<char*>(palloc(len + 1));
+  memcpy(data, VARDATA_ANY(t), len);
+  return {data, len};
 }
+
+// Headers are a flat object of strings (enqueue checked it). The texts point into the
+// jsonb, copied into the current memory context.
+void copy_headers(Datum value, Row& row) {
+  Jsonb* headers = DatumGetJsonbPCopy(value);
+  const int n = JB_ROOT_COUNT(headers);
+  row.header_keys = static_cast<Text*>(palloc(sizeof(Text) * (n + 1)));
+  row.header_values = static_cast<Text*>(palloc(sizeof(Text) * (n + 1)));
+  JsonbIterator* it = JsonbIteratorInit(&headers->root);
+  JsonbValue v;
+  JsonbIteratorToken token;
+  while ((token = JsonbIteratorNext(&it, &v, true)) != WJB_DONE) {
+    if (token == WJB_KEY && row.nheaders < n) {
+      row.header_keys[row.nheaders] = {v.val.string.val, v.val.string.len};
+    } else if (token == WJB_VALUE && row.nheaders < n && v.type == jbvString) {
+      row.header_values[row.nheaders++] = {v.val.string.val, v.val.string.len};
+    }
+  }
+}
+
+// Takes the fetch's rows straight from the executor (no SPI tuple table and no second
+// copy), and stops the scan as soon as the batch is full, so that no row past
+// outbox.batch_max_bytes is locked. Called by the executor, inside guard().
+struct RowReceiver {
+  DestReceiver dest;  // first: the executor holds a DestReceiver*
+  Batch* batch;
+  int limit;
+  int64 bytes;
+  int64 max_bytes;
+};
+
+bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
+  RowReceiver* receiver = reinterpret_cast<RowReceiver*>(self);
+  Fetched& out = receiver->batch->fetched;
+  slot_getallattrs(slot);
+  const Datum* values = slot->tts_values;
+  MemoryContext old = MemoryContextSwitchTo(receiver->batch->memory);
+  Row& row = out.rows[out.count++];
+  row.rel = DatumGetObjectId(values[0]);
+  row.tid = *reinterpret_cast<ItemPointer>(DatumGetPointer(values[1]));
+  row.id = copy_text(values[2]);
+  row.aggregatetype = copy_text(values[3]);
+  row.aggregateid = copy_text(values[4]);
+  row.type = copy_text(values[5]);
+  row.payload = copy_text(values[6]);
+  if (!slot->tts_isnull[7]) copy_headers(values[7], row);
+  row.attempts = DatumGetInt32(values[8]);
+  row.created_at = DatumGetTimestampTz(values[9]);
+  out.max_seq = std::max<int64>(out.max_seq, DatumGetInt64(values[10]));
+  MemoryContextSwitchTo(old);
+  receiver->bytes += row.payload.len;
+  return out.count < receiver->limit && receiver->bytes < receiver->max_bytes;
+}
+
+void receiver_nothing(DestReceiver*) {}
+void receiver_startup(DestReceiver*, int, TupleDesc) {}
 
 class Relay {
  public:
@@ -308,7 +364,6 @@ class Relay {
     for (Batch& batch : batches_) {
       dropped = dropped || batch.in_flight;
       batch.in_flight = false;
-      batch.tuples.clear();  // the abort frees them with SPI's memory
       batch.messages.clear();
       guard([&] { MemoryContextReset(batch.memory); });
     }
@@ -506,42 +561,31 @@ class Relay {
     low_water_saved_at_ = now;
   }
 
-  // Appends rows from an open cursor to the batch until `limit` rows or `max_bytes` of
-  // payload. Runs inside guard(), in the batch's memory context.
-  void append_rows(Portal portal, Batch& batch, int limit, int64& bytes, int64 max_bytes) {
-    Fetched& out = batch.fetched;
-    int64 chunk = kFirstFetch;
-    while (out.count < limit && bytes < max_bytes) {
-      SPI_cursor_fetch(portal, true, std::min<int64>(chunk, limit - out.count));
-      if (SPI_processed == 0) break;
-      batch.tuples.push_back(SPI_tuptable);
-      TupleDesc desc = SPI_tuptable->tupdesc;
-      // Rows fetched past the byte limit stay locked but unsent until the commit; the
-      // next batch starts with them.
-      for (uint64 i = 0; i < SPI_processed && bytes < max_bytes; ++i) {
-        HeapTuple tuple = SPI_tuptable->vals[i];
-        Row& row = out.rows[out.count++];
-        bool isnull;
-        row.rel = DatumGetObjectId(SPI_getbinval(tuple, desc, 1, &isnull));
-        row.tid =
-            *reinterpret_cast<ItemPointer>(DatumGetPointer(SPI_getbinval(tuple, desc, 2, &isnull)));
-        row.id = text_view(SPI_getbinval(tuple, desc, 3, &isnull));
-        row.aggregatetype = text_view(SPI_getbinval(tuple, desc, 4, &isnull));
-        row.aggregateid = text_view(SPI_getbinval(tuple, desc, 5, &isnull));
-        row.type = text_view(SPI_getbinval(tuple, desc, 6, &isnull));
-        row.payload = text_view(SPI_getbinval(tuple, desc, 7, &isnull));
-        Datum headers = SPI_getbinval(tuple, desc, 8, &isnull);
-        if (!isnull) copy_headers(DatumGetJsonbP(headers), row);
-        row.attempts = DatumGetInt32(SPI_getbinval(tuple, desc, 9, &isnull));
-        row.created_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 10, &isnull));
-        out.max_seq =
-            std::max<int64>(out.max_seq, DatumGetInt64(SPI_getbinval(tuple, desc, 11, &isnull)));
-        bytes += row.payload.len;
-      }
-      // The tuple table is not freed here: the rows point into it.
-      const int64 average = bytes / std::max(out.count, 1) + 1;
-      chunk = std::clamp<int64>((max_bytes - bytes) / average, 1, kMaxFetch);
+  // Runs a fetch plan into the batch until `limit` rows or `max_bytes` of payload. Runs
+  // inside guard().
+  void append_rows(SPIPlanPtr plan, int nparams, const Datum* values, const Oid* types,
+                   Batch& batch, int limit, int64& bytes, int64 max_bytes) {
+    RowReceiver receiver{};
+    receiver.dest.receiveSlot = receive_row;
+    receiver.dest.rStartup = receiver_startup;
+    receiver.dest.rShutdown = receiver_nothing;
+    receiver.dest.rDestroy = receiver_nothing;
+    receiver.dest.mydest = DestNone;
+    receiver.batch = &batch;
+    receiver.limit = limit;
+    receiver.bytes = bytes;
+    receiver.max_bytes = max_bytes;
+    ParamListInfo params = makeParamList(nparams);
+    for (int i = 0; i < nparams; ++i) {
+      params->params[i] = {values[i], false, PARAM_FLAG_CONST, types[i]};
     }
+    SPIExecuteOptions options{};
+    options.params = params;
+    options.dest = &receiver.dest;
+    if (SPI_execute_plan_extended(plan, &options) < 0) {
+      elog(ERROR, "outbox relay: fetching events failed");
+    }
+    bytes = receiver.bytes;
   }
 
   // Fetches the next batch. The first of a transaction also moves the low-water mark, looks
@@ -551,29 +595,24 @@ class Relay {
   void fetch(Batch& batch, bool first_of_transaction) {
     guard([&] {
       if (fetch_new_plan_ == nullptr) {
-        Oid new_types[3] = {INT8OID, INT8OID, TIMESTAMPTZOID};
-        fetch_new_plan_ = prepare_kept(kFetchNewSql, 3, new_types);
-        Oid retry_types[2] = {INT8OID, TIMESTAMPTZOID};
-        fetch_retry_plan_ = prepare_kept(kFetchRetrySql, 2, retry_types);
+        fetch_new_plan_ = prepare_kept(kFetchNewSql, 3, kFetchNewTypes);
+        fetch_retry_plan_ = prepare_kept(kFetchRetrySql, 2, kFetchRetryTypes);
       }
       const int limit = settings.batch_size;
       const int64 max_bytes = settings.batch_max_bytes;
       const TimestampTz now = GetCurrentTimestamp();
       if (first_of_transaction) advance_low_water(now);
       MemoryContextReset(batch.memory);  // an empty batch was never finished
-      batch.tuples.clear();
-      MemoryContext old = MemoryContextSwitchTo(batch.memory);
       Fetched& out = batch.fetched;
-      out = Fetched{static_cast<Row*>(palloc0(sizeof(Row) * limit)), 0, -1, false};
+      out = Fetched{static_cast<Row*>(MemoryContextAllocZero(batch.memory, sizeof(Row) * limit)),
+                    0, -1, false};
       int64 bytes = 0;
 
       // Retries first: they are the oldest events. Looked for when one of ours is due, and
       // at least every poll_interval (another worker may have scheduled them).
       if (first_of_transaction && now >= retry_check_at_) {
-        Datum params[2] = {Int64GetDatum(limit), TimestampTzGetDatum(now)};
-        Portal portal = SPI_cursor_open(nullptr, fetch_retry_plan_, params, nullptr, false);
-        append_rows(portal, batch, limit, bytes, max_bytes);
-        SPI_cursor_close(portal);
+        const Datum params[2] = {Int64GetDatum(limit), TimestampTzGetDatum(now)};
+        append_rows(fetch_retry_plan_, 2, params, kFetchRetryTypes, batch, limit, bytes, max_bytes);
         const bool more_due = out.count == limit || bytes >= max_bytes;
         retry_check_at_ =
             more_due ? now : now + static_cast<int64>(settings.poll_interval_ms) * 1000;
@@ -587,35 +626,13 @@ class Relay {
       if (resume_after_seq_ < 0) last_full_scan_ = now;
       const int64 start = std::max<int64>(low_water_, resume_after_seq_ + 1);
       if (out.count < limit && bytes < max_bytes) {
-        Datum params[3] = {Int64GetDatum(limit - out.count), Int64GetDatum(start),
-                           TimestampTzGetDatum(now + kFuturePartitionsAfterUs)};
-        Portal portal = SPI_cursor_open(nullptr, fetch_new_plan_, params, nullptr, false);
-        append_rows(portal, batch, limit, bytes, max_bytes);
-        SPI_cursor_close(portal);
+        const Datum params[3] = {Int64GetDatum(limit - out.count), Int64GetDatum(start),
+                                 TimestampTzGetDatum(now + kFuturePartitionsAfterUs)};
+        append_rows(fetch_new_plan_, 3, params, kFetchNewTypes, batch, limit, bytes, max_bytes);
       }
-      MemoryContextSwitchTo(old);
       out.full = out.count == limit || bytes >= max_bytes;
       resume_after_seq_ = std::max(resume_after_seq_, out.max_seq);
     });
-  }
-
-  // Headers are a flat object of strings (enqueue checked it). The texts point into the
-  // jsonb, which lives as long as the row's tuple. Runs inside guard(), in the batch's
-  // memory context.
-  void copy_headers(Jsonb* headers, Row& row) {
-    const int n = JB_ROOT_COUNT(headers);
-    row.header_keys = static_cast<Text*>(palloc(sizeof(Text) * (n + 1)));
-    row.header_values = static_cast<Text*>(palloc(sizeof(Text) * (n + 1)));
-    JsonbIterator* it = JsonbIteratorInit(&headers->root);
-    JsonbValue v;
-    JsonbIteratorToken token;
-    while ((token = JsonbIteratorNext(&it, &v, true)) != WJB_DONE) {
-      if (token == WJB_KEY && row.nheaders < n) {
-        row.header_keys[row.nheaders] = {v.val.string.val, v.val.string.len};
-      } else if (token == WJB_VALUE && row.nheaders < n && v.type == jbvString) {
-        row.header_values[row.nheaders++] = {v.val.string.val, v.val.string.len};
-      }
-    }
   }
 
   SPIPlanPtr partition_plan(boost::container::flat_map<Oid, SPIPlanPtr>& cache, Oid rel,
@@ -776,11 +793,7 @@ class Relay {
       }
     }
     batch.messages.clear();
-    guard([&] {
-      for (SPITupleTable* tuples : batch.tuples) SPI_freetuptable(tuples);
-      MemoryContextReset(batch.memory);
-    });
-    batch.tuples.clear();
+    guard([&] { MemoryContextReset(batch.memory); });
   }
 
   // One transaction: a batch, or, while they come full, a pipeline of up to

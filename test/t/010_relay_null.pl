@@ -126,6 +126,18 @@ my $xacts = $node->safe_psql('postgres',
 	q{SELECT count(DISTINCT xmin::text) FROM outbox.events WHERE aggregatetype = 'piped'});
 ok($xacts >= 6 && $xacts <= 12, "pipelined: 43 batches marked in $xacts transactions (8 at most per transaction)");
 
+# outbox.batch_max_bytes ends a batch at that many bytes of payload: 30 events of ~400 bytes
+# at 1024 take at least 10 batches; an event larger than the limit goes alone.
+$node->safe_psql('postgres', q{ALTER SYSTEM SET outbox.batch_max_bytes = 1024; SELECT pg_reload_conf(); SELECT pg_sleep(0.5);});
+my $batches_before = $node->safe_psql('postgres', q{SELECT batches FROM outbox.status});
+my $sized = ids($node, q{SELECT outbox.enqueue('sized', g::text, 'S', jsonb_build_object('pad', repeat('x', CASE WHEN g = 15 THEN 5000 ELSE 390 END))) FROM generate_series(1, 30) g});
+wait_published($node, q{aggregatetype = 'sized'}, 'batch_max_bytes: all delivered');
+is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE aggregatetype = 'sized' AND published_at IS NOT NULL}),
+	$sized, 'batch_max_bytes: the published ids are the enqueued ids');
+my $sized_batches = $node->safe_psql('postgres', q{SELECT batches FROM outbox.status}) - $batches_before;
+ok($sized_batches >= 10, "batch_max_bytes: 30 events in $sized_batches batches");
+$node->safe_psql('postgres', q{ALTER SYSTEM RESET outbox.batch_max_bytes; SELECT pg_reload_conf();});
+
 # A rejection in one batch of a pipeline is recorded for that event only; a sink that throws
 # in a later batch ends the transaction, and the batch started after it is sent again. Every
 # event is published in the end, none is marked twice (the relay would stop with "marked n of
