@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <stdexcept>
 #include <string_view>
 
 namespace outbox::sinks {
@@ -10,6 +11,13 @@ namespace outbox::sinks {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// How long one rd_kafka_poll may wait before `deadline`: at most 100 ms, so that a fatal error
+// is noticed soon.
+int poll_ms(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(left.count(), 0, 100));
+}
 
 constexpr std::string_view kTopicTemplateOption = "topic.template";
 constexpr std::string_view kTimestampOption = "timestamp";
@@ -106,7 +114,7 @@ KafkaSink::KafkaSink(const Options& options) {
   set(conf.get(), "acks", "all");
   set(conf.get(), "partitioner", "murmur2_random");
   set(conf.get(), "client.id", "outbox-relay");
-  // The relay hands over a whole batch and then waits for it: lingering only adds latency.
+  // The relay hands over whole batches: lingering only adds latency.
   set(conf.get(), "linger.ms", "0");
 
   std::string topic_template(routing::kDefaultTopicTemplate);
@@ -177,9 +185,11 @@ KafkaSink::KafkaSink(const Options& options) {
 }
 
 KafkaSink::~KafkaSink() {
-  // Drop what is still queued or in flight from batches that timed out: their outcomes were
-  // reported as kUnavailable already, the relay sends them again.
-  batch_outcomes_ = nullptr;
+  // Drop what is still queued or in flight: from batches that timed out (their outcomes were
+  // reported as kUnavailable already) and from batches still started (the relay has given up
+  // on them; their outcome vectors may be gone, so the reports must find no batch). The relay
+  // sends them again.
+  batches_.clear();
   rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
   rd_kafka_poll(rk_, 0);
   for (const auto& [name, rkt] : topics_) rd_kafka_topic_destroy(rkt);
@@ -196,25 +206,31 @@ void KafkaSink::on_error(rd_kafka_t*, int err, const char* reason, void* opaque)
 
 void KafkaSink::delivered(const rd_kafka_message_t* message) noexcept {
   try {
-    if (batch_outcomes_ == nullptr) return;
     auto seq = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(message->_private));
-    if (seq < batch_first_seq_ || seq - batch_first_seq_ >= batch_waiting_.size()) return;
-    const std::size_t i = seq - batch_first_seq_;
-    if (!batch_waiting_[i]) return;
-    batch_waiting_[i] = 0;
-    --batch_pending_;
-    Outcome& outcome = (*batch_outcomes_)[i];
-    if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-      outcome.delivery = Delivery::kAcked;
-      outcome.error.clear();
-      last_error_.clear();  // the cluster answers again: an older error is no explanation
+    for (Batch& batch : batches_) {
+      if (seq < batch.first_seq || seq - batch.first_seq >= batch.waiting.size()) continue;
+      const std::size_t i = seq - batch.first_seq;
+      if (!batch.waiting[i]) return;
+      if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        settle(batch, i, Outcome{Delivery::kAcked, {}});
+        last_error_.clear();  // the cluster answers again: an older error is no explanation
+        return;
+      }
+      std::string error;
+      if (message->err != RD_KAFKA_RESP_ERR__PURGE_QUEUE) {
+        error = error_text(message->err);
+      } else if (check_fatal()) {  // librdkafka purges its queues on a fatal error
+        error = fatal_error_;
+      } else {  // finish() purged when an earlier batch timed out
+        error = error_text(message->err, "not sent: purged when an earlier batch timed out");
+      }
+      settle(batch, i, Outcome{classify(message->err), std::move(error)});
+      if (message->err == RD_KAFKA_RESP_ERR__FATAL) check_fatal();
       return;
     }
-    outcome.delivery = classify(message->err);
-    outcome.error = error_text(message->err);
-    if (message->err == RD_KAFKA_RESP_ERR__FATAL) check_fatal();
   } catch (...) {
-    // Out of memory while writing an error text: the outcome keeps what it has.
+    // Out of memory while writing an error text: the message stays pending until its batch
+    // times out.
   }
 }
 
@@ -250,13 +266,22 @@ bool KafkaSink::usable() const {
 
 std::string KafkaSink::describe() const { return description_; }
 
-void KafkaSink::fail_pending(const std::string& error) {
-  for (std::size_t i = 0; i < batch_waiting_.size(); ++i) {
-    if (!batch_waiting_[i]) continue;
-    batch_waiting_[i] = 0;
-    (*batch_outcomes_)[i] = Outcome{Delivery::kUnavailable, error};
+void KafkaSink::settle(Batch& batch, std::size_t i, Outcome outcome) {
+  batch.waiting[i] = 0;
+  --batch.pending;
+  (*batch.outcomes)[i] = std::move(outcome);
+}
+
+void KafkaSink::fail_pending(Batch& batch, const std::string& error) {
+  for (std::size_t i = 0; i < batch.waiting.size() && batch.pending > 0; ++i) {
+    if (batch.waiting[i]) settle(batch, i, Outcome{Delivery::kUnavailable, error});
   }
-  batch_pending_ = 0;
+}
+
+void KafkaSink::fail_all_on_fatal() {
+  // Reports that are still to come may be acks; those already in are kept.
+  rd_kafka_poll(rk_, 0);
+  for (Batch& batch : batches_) fail_pending(batch, fatal_error_);
 }
 
 rd_kafka_topic_t* KafkaSink::topic_handle(const std::string& name) {
@@ -279,33 +304,45 @@ rd_kafka_topic_t* KafkaSink::topic_handle(const std::string& name) {
 
 void KafkaSink::send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
                      std::chrono::milliseconds timeout) {
+  // finish() would wait for an older batch instead of this one.
+  if (!batches_.empty()) throw std::logic_error("kafka sink: send() while batches are started");
+  start(messages, outcomes, timeout);
+  finish();
+}
+
+void KafkaSink::start(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
+                      std::chrono::milliseconds timeout) {
   outcomes.resize(messages.size());
   const auto deadline = Clock::now() + timeout;
-  const auto remaining_ms = [&deadline]() -> int {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    return static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(left.count(), 0, 100));
-  };
 
-  // Serve what arrived since the last call (late delivery reports, errors).
+  // Serve what arrived since the last call (delivery reports, errors).
   rd_kafka_poll(rk_, 0);
+  // Nothing started: no message that a new one could overtake.
+  if (batches_.empty()) held_back_.clear();
 
-  // The batch's bookkeeping lives only until send() returns, whatever way it returns.
-  struct BatchScope {
-    KafkaSink* sink;
-    ~BatchScope() {
-      sink->batch_outcomes_ = nullptr;
-      sink->batch_waiting_.clear();
-      sink->batch_pending_ = 0;
-    }
-  } scope{this};
-  batch_first_seq_ = next_seq_;
-  next_seq_ += messages.size();
-  batch_outcomes_ = &outcomes;
-  batch_waiting_.assign(messages.size(), 1);
-  batch_pending_ = messages.size();
+  Batch& batch = batches_.emplace_back();
+  try {
+    batch.first_seq = next_seq_;
+    batch.outcomes = &outcomes;
+    batch.waiting.assign(messages.size(), 1);
+    batch.pending = messages.size();
+    batch.deadline = deadline;
+    batch.timeout = timeout;
+    next_seq_ += messages.size();
+    queue(batch, messages);
+  } catch (...) {
+    batches_.pop_back();  // not started: finish() must not wait for it
+    throw;
+  }
+}
 
+void KafkaSink::queue(Batch& batch, const std::vector<Message>& messages) {
   if (check_fatal()) {
-    fail_pending(fatal_error_);
+    fail_all_on_fatal();
+    return;
+  }
+  if (!held_back_.empty()) {
+    fail_pending(batch, held_back_);
     return;
   }
 
@@ -314,14 +351,12 @@ void KafkaSink::send(const std::vector<Message>& messages, std::vector<Outcome>&
   for (std::size_t i = 0; i < messages.size(); ++i) {
     const Message& m = messages[i];
     if (!routing::route_topic(topic_template_, m, topic, topic_error)) {
-      outcomes[i] = Outcome{Delivery::kRejected, topic_error};
-      batch_waiting_[i] = 0;
-      --batch_pending_;
+      settle(batch, i, Outcome{Delivery::kRejected, topic_error});
       continue;
     }
     const std::int64_t timestamp_ms =
         timestamp_from_event_ && m.created_at_unix_us > 0 ? m.created_at_unix_us / 1000 : 0;
-    void* opaque = reinterpret_cast<void*>(static_cast<std::uintptr_t>(batch_first_seq_ + i));
+    void* opaque = reinterpret_cast<void*>(static_cast<std::uintptr_t>(batch.first_seq + i));
 
     rd_kafka_topic_t* rkt = topic_handle(topic);
     rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
@@ -343,56 +378,69 @@ void KafkaSink::send(const std::vector<Message>& messages, std::vector<Outcome>&
           RD_KAFKA_V_TIMESTAMP(timestamp_ms), RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
       if (err == RD_KAFKA_RESP_ERR_NO_ERROR) break;  // the message owns the headers now
       rd_kafka_headers_destroy(headers);
-      if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL || remaining_ms() == 0) break;
-      rd_kafka_poll(rk_, remaining_ms());  // make room: serve delivery reports
+      if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL || poll_ms(batch.deadline) == 0) break;
+      rd_kafka_poll(rk_, poll_ms(batch.deadline));  // make room: serve delivery reports
     }
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR) continue;
 
     const Delivery delivery = classify(err);
     if (delivery == Delivery::kRejected) {
-      outcomes[i] = Outcome{Delivery::kRejected, error_text(err)};
-      batch_waiting_[i] = 0;
-      --batch_pending_;
+      settle(batch, i, Outcome{Delivery::kRejected, error_text(err)});
       continue;
     }
-    // Cannot queue, and may not skip to later messages (they could share its key).
+    // Cannot queue, and may not skip to later messages, of this batch or of batches started
+    // before this one finishes (they could share its key).
     if (err == RD_KAFKA_RESP_ERR__FATAL) check_fatal();
     const std::string why = fatal_ ? fatal_error_ : error_text(err);
-    outcomes[i] = Outcome{Delivery::kUnavailable, why};
-    batch_waiting_[i] = 0;
-    --batch_pending_;
+    settle(batch, i, Outcome{Delivery::kUnavailable, why});
+    const std::string not_sent =
+        "not sent: an earlier message of the batch could not be queued: " + why;
     for (std::size_t j = i + 1; j < messages.size(); ++j) {
-      if (!batch_waiting_[j]) continue;
-      outcomes[j] = Outcome{Delivery::kUnavailable,
-                            "not sent: an earlier message of the batch "
-                            "could not be queued: " +
-                                why};
-      batch_waiting_[j] = 0;
-      --batch_pending_;
+      if (batch.waiting[j]) settle(batch, j, Outcome{Delivery::kUnavailable, not_sent});
     }
+    held_back_ = "not sent: an earlier message could not be queued: " + why;
     break;
   }
+}
 
-  while (batch_pending_ > 0) {
+void KafkaSink::finish() {
+  if (batches_.empty()) return;
+  // The batch is finished whatever way finish() returns: no outcome of it is written later.
+  struct Forget {
+    std::deque<Batch>& batches;
+    ~Forget() { batches.pop_front(); }
+  } forget{batches_};
+  Batch& batch = batches_.front();
+
+  // Reports that are in count even past the deadline (the relay may come late).
+  rd_kafka_poll(rk_, 0);
+  while (batch.pending > 0) {
     if (check_fatal()) {
-      // Reports that are still to come may be acks; those already in are kept.
-      rd_kafka_poll(rk_, 0);
-      fail_pending(fatal_error_);
+      fail_all_on_fatal();
       break;
     }
-    const int wait_ms = remaining_ms();
+    const int wait_ms = poll_ms(batch.deadline);
     if (wait_ms == 0) break;
     rd_kafka_poll(rk_, wait_ms);
   }
-  if (batch_pending_ > 0) {
-    std::string error =
-        "timed out waiting for delivery report after " + std::to_string(timeout.count()) + " ms";
-    if (!last_error_.empty()) error += " (last client error: " + last_error_ + ")";
-    // Queued, not yet sent messages would be sent later as duplicates of the relay's retry:
-    // drop them. In-flight ones cannot be recalled. The purge must block: with
-    // RD_KAFKA_PURGE_F_NON_BLOCKING it runs later and also drops the next batch's messages.
-    rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE);
-    fail_pending(error);
+  if (batch.pending == 0) return;
+
+  std::string error = "timed out waiting for delivery report after " +
+                      std::to_string(batch.timeout.count()) + " ms";
+  if (!last_error_.empty()) error += " (last client error: " + last_error_ + ")";
+  // Queued, not yet sent messages would be sent later as duplicates of the relay's retry:
+  // drop them. In-flight ones cannot be recalled. The purge must block: with
+  // RD_KAFKA_PURGE_F_NON_BLOCKING it runs later and also drops the messages of batches
+  // started after this call. It drops those of the later batches started already: their
+  // reports (_PURGE_QUEUE) make them kUnavailable, and batches started while they are
+  // unfinished must not overtake them.
+  rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE);
+  fail_pending(batch, error);
+  for (const Batch& started : batches_) {
+    if (started.pending > 0) {
+      held_back_ = "not sent: queued messages of an earlier batch were purged: " + error;
+      break;
+    }
   }
 }
 

@@ -17,11 +17,17 @@
 // idempotence), which is what keeps messages of one key in order across retries.
 // Defaults that differ from librdkafka's: partitioner=murmur2_random (the Java client's
 // partitioner, so a key lands on the same partition as from Debezium or any Java producer)
-// client.id=outbox-relay, and linger.ms=0 (the relay sends a whole batch and waits for it,
-// so lingering would only add latency). All can be overridden.
+// client.id=outbox-relay, and linger.ms=0 (the relay hands over whole batches, so lingering
+// would only add latency). All can be overridden.
 //
 // Each message: topic from the template, key = aggregateid, value = payload, headers id,
 // type, then the event's own headers; timestamp per the `timestamp` option.
+//
+// Pipelining: start() queues a batch in librdkafka and returns; finish() waits for the
+// oldest started batch until all its outcomes are in or its deadline (start() + timeout)
+// has passed. Any number of batches may be started (the relay keeps at most two); delivery
+// reports find their batch by the sequence number they carry. send() is start() + finish()
+// with no other batch started.
 //
 // Outcomes:
 //   kAcked        the delivery report says the broker has it (acks=all).
@@ -31,29 +37,39 @@
 //                 violation, invalid timestamp.
 //   kUnavailable  anything else: brokers down, transport errors, timeouts, queue full, not
 //                 enough replicas, a fatal producer error, or no delivery report before the
-//                 send() timeout ("timed out waiting for delivery report"). When send() times
-//                 out, messages still waiting in librdkafka's queue are purged (they would
-//                 otherwise pile up as duplicates while the relay retries); those already in
-//                 flight may still reach the broker: the relay sends them again (at least
-//                 once, the consumer deduplicates on the id header).
+//                 batch's deadline ("timed out waiting for delivery report"). When a batch
+//                 times out, messages still waiting in librdkafka's queue are purged (they
+//                 would otherwise pile up as duplicates while the relay retries), those of
+//                 later started batches too (their delivery reports make them kUnavailable);
+//                 messages already in flight may still reach the broker: the relay sends
+//                 them again (at least once, the consumer deduplicates on the id header).
 // When a message cannot even be queued with a retryable error (queue full until the
 // deadline, fatal error), it and every later message of the batch are kUnavailable and not
-// queued, so no later message of the same key can overtake it.
+// queued, so no later message of the same key can overtake it. Nor can a later batch: from
+// then until no started batch is left unfinished, every batch started is kUnavailable and not
+// queued. The same holds once a timeout's purge has dropped messages of a started batch.
 //
 // A librdkafka fatal error (e.g. the idempotent producer's unrecoverable sequence errors)
-// makes every pending outcome kUnavailable and usable() false for good; the relay then
-// destroys the sink and creates a new one.
+// makes every pending outcome of every started batch kUnavailable and usable() false for
+// good; the relay then destroys the sink and creates a new one.
+//
+// Outcome vectors are written only between a batch's start() and the end of its finish()
+// (or of send()); a batch still started when the sink is destroyed is forgotten, its
+// outcomes are not touched.
 //
 // Threads: librdkafka runs its own threads; every callback this sink registers is served by
-// rd_kafka_poll on the caller's thread, inside send(). Callbacks never throw. librdkafka's
-// own log lines go to stderr (its default logger), as for any librdkafka program.
+// rd_kafka_poll on the caller's thread, inside start(), finish() and send(). Callbacks never
+// throw. librdkafka's own log lines go to stderr (its default logger), as for any librdkafka
+// program.
 #pragma once
 
 #include <librdkafka/rdkafka.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -72,8 +88,12 @@ class KafkaSink final : public Sink {
   KafkaSink(const KafkaSink&) = delete;
   KafkaSink& operator=(const KafkaSink&) = delete;
 
+  // Throws std::logic_error while batches are started (use finish() for them).
   void send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
             std::chrono::milliseconds timeout) override;
+  void start(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
+             std::chrono::milliseconds timeout) override;
+  void finish() override;
   bool usable() const override;
   std::string describe() const override;
 
@@ -84,13 +104,32 @@ class KafkaSink final : public Sink {
   rd_kafka_t* handle_for_testing() const { return rk_; }
 
  private:
+  using Clock = std::chrono::steady_clock;
+
+  // A started, unfinished batch. Message i carries the sequence number first_seq + i as its
+  // delivery report's opaque.
+  struct Batch {
+    std::uint64_t first_seq = 0;
+    std::vector<Outcome>* outcomes = nullptr;
+    std::vector<char> waiting;  // 1 while message i has no outcome yet
+    std::size_t pending = 0;    // how many are waiting
+    Clock::time_point deadline;
+    std::chrono::milliseconds timeout{0};
+  };
+
   static void on_delivery(rd_kafka_t* rk, const rd_kafka_message_t* message, void* opaque);
   static void on_error(rd_kafka_t* rk, int err, const char* reason, void* opaque);
   void delivered(const rd_kafka_message_t* message) noexcept;
   void errored(int err, const char* reason) noexcept;
   // Notes a fatal error if librdkafka has raised one; returns whether one was raised.
   bool check_fatal() noexcept;
-  void fail_pending(const std::string& error);
+  // Queues the messages of `batch`, the newest started one.
+  void queue(Batch& batch, const std::vector<Message>& messages);
+  // Gives message i of `batch` its outcome; it no longer waits.
+  static void settle(Batch& batch, std::size_t i, Outcome outcome);
+  static void fail_pending(Batch& batch, const std::string& error);
+  // After a fatal error: every started batch's pending outcomes become kUnavailable.
+  void fail_all_on_fatal();
   // The producer's handle of a topic, made on first use and kept; nullptr if librdkafka
   // refuses the name (rd_kafka_last_error() says why).
   rd_kafka_topic_t* topic_handle(const std::string& name);
@@ -106,14 +145,14 @@ class KafkaSink final : public Sink {
   std::string fatal_error_;  // set once, when fatal_ becomes true
   std::string last_error_;   // the latest client-level error (error_cb), for timeout messages
 
-  // The batch inside send(): delivery reports carry a sequence number as their opaque; a
-  // report whose number is outside the current batch (a late one from a batch that timed
-  // out) is ignored.
+  // Started, unfinished batches, oldest first. A delivery report whose sequence number is in
+  // none of them (a late one from a batch that timed out) is ignored.
+  std::deque<Batch> batches_;
   std::uint64_t next_seq_ = 1;
-  std::uint64_t batch_first_seq_ = 0;
-  std::vector<Outcome>* batch_outcomes_ = nullptr;
-  std::vector<char> batch_waiting_;  // 1 while message i has no outcome yet
-  std::size_t batch_pending_ = 0;
+  // Set when a message of a started batch was not queued, or purged from the queue: the
+  // outcome of every message of the batches started from then until none is left unfinished.
+  // They are not queued, so that none overtakes an unsent message of its key.
+  std::string held_back_;
 };
 
 std::unique_ptr<Sink> create_kafka_sink(const Options& options);

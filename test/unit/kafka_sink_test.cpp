@@ -7,9 +7,11 @@
 #include <librdkafka/rdkafka_mock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -222,6 +224,34 @@ std::string first_error(const std::vector<Outcome>& outcomes) {
     if (!o.error.empty()) return o.error;
   }
   return "";
+}
+
+// What the outcomes hold before start(): the sink must replace every one.
+const Outcome kUnset{Delivery::kRejected, "unset"};
+
+std::size_t unset(const std::vector<Outcome>& outcomes) {
+  std::size_t n = 0;
+  for (const Outcome& o : outcomes) n += o.delivery == kUnset.delivery && o.error == kUnset.error;
+  return n;
+}
+
+// Whether every outcome is kUnavailable with an error that contains `text`.
+::testing::AssertionResult all_unavailable(const std::vector<Outcome>& outcomes,
+                                           const std::string& text) {
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    const Outcome& o = outcomes[i];
+    if (o.delivery != Delivery::kUnavailable || o.error.find(text) == std::string::npos) {
+      return ::testing::AssertionFailure()
+             << "outcome " << i << " of " << summary(outcomes) << ": " << o.error;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+std::set<std::string> ids_of(const std::vector<Record>& records) {
+  std::set<std::string> ids;
+  for (const Record& r : records) ids.insert(r.headers.at(0).second);
+  return ids;
 }
 
 std::unique_ptr<KafkaSink> make_sink(const MockCluster& cluster, Options extra = {}) {
@@ -612,6 +642,273 @@ TEST(KafkaSink, FatalSequenceErrorFromTheBroker) {
   auto outcomes = send(*sink, events, 5s);
   EXPECT_EQ(summary(outcomes), "U") << first_error(outcomes);
   EXPECT_FALSE(sink->usable()) << first_error(outcomes);
+}
+
+// Pipelining: two batches started back to back, with the same keys, are acked and in the log
+// in the order started, key by key.
+TEST(KafkaSink, PipelinedBatchesKeepKeyOrder) {
+  MockCluster cluster(3);
+  auto sink = make_sink(cluster);
+  Events first, second;
+  for (int i = 0; i < 30; ++i) first.add("order", "k" + std::to_string(i % 6), "T", "{}");
+  for (int i = 0; i < 30; ++i) second.add("order", "k" + std::to_string(i % 6), "T", "{}");
+  const auto m1 = first.messages();
+  const auto m2 = second.messages();
+  std::vector<Outcome> o1(m1.size(), kUnset), o2(m2.size(), kUnset);
+
+  sink->start(m1, o1, 10s);
+  sink->start(m2, o2, 10s);
+  sink->finish();
+  EXPECT_EQ(summary(o1), std::string(30, 'A')) << first_error(o1);
+  sink->finish();
+  EXPECT_EQ(summary(o2), std::string(30, 'A')) << first_error(o2);
+  sink->finish();  // nothing started: returns at once
+
+  auto records = consume(cluster.bootstraps(), "outbox.event.order", 60);
+  ASSERT_EQ(records.size(), 60u);
+  // Within a key, offsets follow the order of the two batches.
+  std::map<std::string, std::vector<std::pair<int64_t, std::string>>> by_key;
+  for (const Record& r : records) by_key[r.key].emplace_back(r.offset, r.headers.at(0).second);
+  for (int k = 0; k < 6; ++k) {
+    auto& got = by_key["k" + std::to_string(k)];
+    std::sort(got.begin(), got.end());
+    std::vector<std::string> want, ids;
+    for (const Events* events : {&first, &second}) {
+      for (int i = k; i < 30; i += 6) want.push_back(events->data[i].id);
+    }
+    for (const auto& [offset, id] : got) ids.push_back(id);
+    EXPECT_EQ(ids, want) << "k" << k;
+  }
+}
+
+// finish() waits for the oldest batch only: it has all its outcomes while the next batch is
+// still waiting (here for a partition leader).
+TEST(KafkaSink, FinishCompletesTheOldestBatchWhileTheNextWaits) {
+  MockCluster cluster(1);
+  ASSERT_EQ(rd_kafka_mock_topic_create(cluster.get(), "outbox.event.slow", 1, 1),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  ASSERT_EQ(rd_kafka_mock_partition_set_leader(cluster.get(), "outbox.event.slow", 0, -1),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  auto sink = make_sink(cluster);
+  Events first, second;
+  for (int i = 0; i < 10; ++i) first.add("order", "k" + std::to_string(i % 3), "T", "{}");
+  for (int i = 0; i < 5; ++i) second.add("slow", "k" + std::to_string(i % 3), "T", "{}");
+  const auto m1 = first.messages();
+  const auto m2 = second.messages();
+  std::vector<Outcome> o1(m1.size(), kUnset), o2(m2.size(), kUnset);
+
+  sink->start(m1, o1, 10s);
+  sink->start(m2, o2, 10s);
+  auto t0 = Clock::now();
+  sink->finish();
+  EXPECT_LT(Clock::now() - t0, 5s);
+  EXPECT_EQ(summary(o1), std::string(10, 'A')) << first_error(o1);
+  EXPECT_EQ(unset(o2), o2.size()) << summary(o2);
+
+  // send() would finish the started batch instead of its own.
+  std::vector<Outcome> o3(1, kUnset);
+  EXPECT_THROW(sink->send({m1[0]}, o3, 1s), std::logic_error);
+  EXPECT_EQ(unset(o3), 1u);
+
+  ASSERT_EQ(rd_kafka_mock_partition_set_leader(cluster.get(), "outbox.event.slow", 0, 1),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  sink->finish();
+  EXPECT_EQ(summary(o2), std::string(5, 'A')) << first_error(o2);
+  EXPECT_EQ(consume(cluster.bootstraps(), "outbox.event.slow", 5).size(), 5u);
+}
+
+// The relay may come to finish() after the batch's deadline (busy with the database): the
+// acks that are in by then count.
+TEST(KafkaSink, LateFinishCountsTheAcksThatAreIn) {
+  MockCluster cluster(1);
+  auto sink = make_sink(cluster);
+  Events warmup;
+  warmup.add("order", "w", "T", "{}");
+  ASSERT_EQ(summary(send(*sink, warmup, 10s)), "A");
+
+  Events events;
+  for (int i = 0; i < 5; ++i) events.add("order", "k", "T", "{}");
+  const auto messages = events.messages();
+  std::vector<Outcome> outcomes(messages.size(), kUnset);
+  sink->start(messages, outcomes, 300ms);
+  std::this_thread::sleep_for(800ms);
+  sink->finish();
+  EXPECT_EQ(summary(outcomes), "AAAAA") << first_error(outcomes);
+}
+
+// Brokers down with two batches started: each finish() returns by its batch's deadline with
+// every outcome set. The first one's purge drops the second's queued messages, so a batch
+// started behind them is not sent either. Once nothing is started, sending works again.
+TEST(KafkaSink, BrokersDownWithTwoBatchesStarted) {
+  MockCluster cluster(3);
+  auto sink = make_sink(cluster);
+  Events warmup;
+  warmup.add("order", "w", "T", "{}");
+  ASSERT_EQ(summary(send(*sink, warmup, 10s)), "A");
+
+  ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster.get(), -1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  Events first, second, third;
+  for (int i = 0; i < 20; ++i) first.add("order", "k" + std::to_string(i % 4), "T", "{}");
+  for (int i = 0; i < 20; ++i) second.add("order", "k" + std::to_string(i % 4), "T", "{}");
+  for (int i = 0; i < 4; ++i) third.add("order", "k" + std::to_string(i % 4), "T", "{}");
+  const auto m1 = first.messages();
+  const auto m2 = second.messages();
+  const auto m3 = third.messages();
+  // On the heap, and freed once finished: ASan reports any later write.
+  auto o1 = std::make_unique<std::vector<Outcome>>(m1.size(), kUnset);
+  std::vector<Outcome> o2(m2.size(), kUnset), o3(m3.size(), kUnset);
+
+  const auto t1 = Clock::now();
+  sink->start(m1, *o1, 1000ms);
+  std::this_thread::sleep_for(200ms);
+  const auto t2 = Clock::now();
+  sink->start(m2, o2, 1000ms);
+  EXPECT_LT(Clock::now() - t2, 200ms);
+  std::this_thread::sleep_for(500ms);  // the relay fetches and marks meanwhile
+
+  sink->finish();  // by the first batch's deadline, counted from its start()
+  EXPECT_GE(Clock::now() - t1, 950ms);
+  EXPECT_LT(Clock::now() - t1, 1500ms);
+  EXPECT_TRUE(all_unavailable(*o1, "timed out waiting for delivery report after 1000 ms"));
+  o1.reset();
+
+  // Started behind the purged messages of the second batch: not sent.
+  auto t3 = Clock::now();
+  sink->start(m3, o3, 1000ms);
+  EXPECT_LT(Clock::now() - t3, 200ms);
+  EXPECT_TRUE(all_unavailable(o3, "not sent: queued messages of an earlier batch were purged"));
+
+  sink->finish();
+  EXPECT_LT(Clock::now() - t2, 1800ms);
+  EXPECT_EQ(unset(o2), 0u) << summary(o2);
+  EXPECT_TRUE(all_unavailable(o2, ""));
+  EXPECT_NE(first_error(o2).find("purged when an earlier batch timed out"), std::string::npos)
+      << first_error(o2);
+  t3 = Clock::now();
+  sink->finish();
+  EXPECT_LT(Clock::now() - t3, 200ms);
+  EXPECT_TRUE(all_unavailable(o3, "not sent"));
+  EXPECT_TRUE(sink->usable());
+
+  ASSERT_EQ(rd_kafka_mock_broker_set_up(cluster.get(), -1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  for (const Events* events : {&first, &second, &third}) {
+    auto outcomes = send(*sink, *events, 15s);
+    EXPECT_EQ(summary(outcomes), std::string(events->data.size(), 'A')) << first_error(outcomes);
+  }
+  // Queued copies were purged: each event is there once.
+  auto records = consume(cluster.bootstraps(), "outbox.event.order", 45);
+  EXPECT_EQ(records.size(), 45u);
+  EXPECT_EQ(ids_of(records).size(), 45u);
+}
+
+// A message of the first batch cannot be queued: the second batch, started while the first is
+// unfinished, is not sent at all (it could overtake that message in its key).
+TEST(KafkaSink, QueueFullHoldsBackTheNextBatch) {
+  MockCluster cluster(1);
+  auto sink = make_sink(cluster, {{"queue.buffering.max.messages", "4"}});
+  Events warmup;
+  warmup.add("order", "w", "T", "{}");
+  ASSERT_EQ(summary(send(*sink, warmup, 10s)), "A");
+
+  rd_kafka_mock_broker_set_down(cluster.get(), -1);
+  Events first, second, third;
+  for (int i = 0; i < 8; ++i) first.add("order", "k", "T", "{}");
+  for (int i = 0; i < 4; ++i) second.add("order", "k", "T", "{}");
+  for (int i = 0; i < 4; ++i) third.add("order", "k", "T", "{}");
+  const auto m1 = first.messages();
+  const auto m2 = second.messages();
+  std::vector<Outcome> o1(m1.size(), kUnset), o2(m2.size(), kUnset);
+
+  sink->start(m1, o1, 600ms);  // waits for room until the deadline
+  EXPECT_NE(o1[4].error.find("QUEUE_FULL"), std::string::npos) << o1[4].error;
+  EXPECT_NE(o1[7].error.find("not sent: an earlier message of the batch"), std::string::npos)
+      << o1[7].error;
+
+  // The first four go out now: the queue would have room for the second batch.
+  rd_kafka_mock_broker_set_up(cluster.get(), -1);
+  std::this_thread::sleep_for(1s);
+  auto t0 = Clock::now();
+  sink->start(m2, o2, 10s);
+  EXPECT_LT(Clock::now() - t0, 200ms);
+  EXPECT_TRUE(all_unavailable(o2, "not sent: an earlier message could not be queued"));
+  EXPECT_TRUE(all_unavailable(o2, "QUEUE_FULL"));
+
+  sink->finish();
+  EXPECT_EQ(unset(o1), 0u) << summary(o1);
+  EXPECT_EQ(summary(o1).substr(4), "UUUU");
+  sink->finish();
+  EXPECT_TRUE(all_unavailable(o2, "not sent"));
+
+  // Nothing started any more: the next batch goes out.
+  auto outcomes = send(*sink, third, 10s);
+  EXPECT_EQ(summary(outcomes), "AAAA") << first_error(outcomes);
+  const auto ids = ids_of(consume(cluster.bootstraps(), "outbox.event.order", 9));
+  for (const auto& d : second.data) EXPECT_EQ(ids.count(d.id), 0u) << d.id;
+  for (const auto& d : third.data) EXPECT_EQ(ids.count(d.id), 1u) << d.id;
+}
+
+TEST(KafkaSink, FatalErrorFailsEveryStartedBatch) {
+  MockCluster cluster(1);
+  auto sink = make_sink(cluster);
+  Events warmup;
+  warmup.add("order", "w", "T", "{}");
+  ASSERT_EQ(summary(send(*sink, warmup, 10s)), "A");
+
+  rd_kafka_mock_broker_set_rtt(cluster.get(), -1, 1000);  // no ack before the fatal error
+  Events first, second;
+  for (int i = 0; i < 5; ++i) first.add("order", "k", "T", "{}");
+  for (int i = 0; i < 5; ++i) second.add("order", "k", "T", "{}");
+  const auto m1 = first.messages();
+  const auto m2 = second.messages();
+  std::vector<Outcome> o1(m1.size(), kUnset), o2(m2.size(), kUnset);
+  sink->start(m1, o1, 5s);
+  sink->start(m2, o2, 5s);
+  ASSERT_EQ(rd_kafka_test_fatal_error(sink->handle_for_testing(),
+                                      RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, "injected"),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  auto t0 = Clock::now();
+  sink->finish();
+  EXPECT_LT(Clock::now() - t0, 1s);
+  EXPECT_TRUE(all_unavailable(o1, "fatal producer error"));
+  // The second batch's outcomes are in already.
+  EXPECT_TRUE(all_unavailable(o2, "fatal producer error"));
+  t0 = Clock::now();
+  sink->finish();
+  EXPECT_LT(Clock::now() - t0, 1s);
+  EXPECT_TRUE(all_unavailable(o2, "fatal producer error"));
+  EXPECT_FALSE(sink->usable());
+}
+
+// The relay may destroy the sink between start() and finish(), after the outcome vectors
+// are gone: the sink must not write into them (ASan would report it).
+TEST(KafkaSink, DestroyWithBatchesStarted) {
+  MockCluster cluster(1);
+  for (bool brokers_down : {false, true}) {
+    auto sink = make_sink(cluster);
+    Events warmup;
+    warmup.add("order", "w", "T", "{}");
+    ASSERT_EQ(summary(send(*sink, warmup, 10s)), "A");
+    if (brokers_down) rd_kafka_mock_broker_set_down(cluster.get(), -1);
+
+    Events first, second;
+    for (int i = 0; i < 20; ++i) first.add("order", "k" + std::to_string(i % 3), "T", "{}");
+    for (int i = 0; i < 20; ++i) second.add("order", "k" + std::to_string(i % 3), "T", "{}");
+    auto m1 = std::make_unique<std::vector<Message>>(first.messages());
+    auto m2 = std::make_unique<std::vector<Message>>(second.messages());
+    auto o1 = std::make_unique<std::vector<Outcome>>(m1->size(), kUnset);
+    auto o2 = std::make_unique<std::vector<Outcome>>(m2->size(), kUnset);
+    sink->start(*m1, *o1, 10s);
+    sink->start(*m2, *o2, 10s);
+    std::this_thread::sleep_for(300ms);  // the acks wait to be served (brokers up)
+    o1.reset();
+    o2.reset();
+    m1.reset();
+    m2.reset();
+    auto t0 = Clock::now();
+    sink.reset();
+    EXPECT_LT(Clock::now() - t0, 3s) << brokers_down;
+    if (brokers_down) rd_kafka_mock_broker_set_up(cluster.get(), -1);
+  }
 }
 
 TEST(KafkaSink, BadOptions) {
