@@ -24,7 +24,8 @@
 
 namespace outbox::sinks {
 
-// One event as the relay hands it over. The views stay valid for the duration of send().
+// One event as the relay hands it over. The views stay valid until send() returns, or until
+// finish() returns for the batch that start() was given.
 struct Message {
   std::string_view id;             // the event id (UUID text): stable across retries and replays
   std::string_view aggregatetype;  // routes to a topic / subject
