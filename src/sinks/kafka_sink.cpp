@@ -114,10 +114,9 @@ KafkaSink::KafkaSink(const Options& options) {
   set(conf.get(), "acks", "all");
   set(conf.get(), "partitioner", "murmur2_random");
   set(conf.get(), "client.id", "outbox-relay");
-  // While the relay pipelines a backlog, 1 ms lets each partition's messages of a batch go
-  // in one request: with 0, librdkafka wakes its broker thread for nearly every message
-  // and the relay's produce calls wait on it (a third slower). A lone batch does not wait
-  // for it: finish() flushes when nothing else is in flight.
+  // 1 ms lets each partition's messages of a batch go in one request: with 0, librdkafka
+  // wakes its broker thread for nearly every message, and on a small machine its work
+  // then crowds out the relay's. Nothing waits for it: finish() flushes.
   set(conf.get(), "linger.ms", "1");
 
   std::string topic_template(routing::kDefaultTopicTemplate);
@@ -424,13 +423,10 @@ void KafkaSink::finish() {
     }
     const int wait_ms = poll_ms(batch.deadline);
     if (wait_ms == 0) break;
-    if (batches_.size() == 1) {
-      // Nothing else in flight: nothing can join these messages, so they need not wait
-      // for linger.ms. flush() sends at once and serves the reports (as poll does).
-      rd_kafka_flush(rk_, wait_ms);
-    } else {
-      rd_kafka_poll(rk_, wait_ms);
-    }
+    // Waiting: what is queued need not wait for linger.ms any more. flush() sends it at
+    // once and serves the reports, as poll does; in steps of 1 ms, because it returns
+    // only when every started batch is delivered, and only this one is waited for.
+    rd_kafka_flush(rk_, std::min(wait_ms, 1));
   }
   if (batch.pending == 0) return;
 

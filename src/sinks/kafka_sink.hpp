@@ -17,8 +17,8 @@
 // idempotence), which is what keeps messages of one key in order across retries.
 // Defaults that differ from librdkafka's: partitioner=murmur2_random (the Java client's
 // partitioner, so a key lands on the same partition as from Debezium or any Java producer)
-// client.id=outbox-relay, and linger.ms=1 (a pipelined batch goes out in few requests; a
-// lone batch is flushed at once by finish()). All can be overridden.
+// client.id=outbox-relay, and linger.ms=1 (a batch goes out in few requests; finish()
+// flushes, so nothing waits for it). All can be overridden.
 //
 // Each message: topic from the template, key = aggregateid, value = payload, headers id,
 // type, then the event's own headers; timestamp per the `timestamp` option.
