@@ -111,6 +111,10 @@ constexpr const char* kLowWaterSql =
 constexpr int64 kLowWaterCheckUs = 10 * 1000;
 constexpr int64 kLowWaterSaveUs = 1000 * 1000;
 constexpr size_t kMaxCachedPlans = 128;
+// Under a stream of commits faster than this (events per second), batches start at most
+// every outbox.min_batch_interval. Slower streams (200 commits/s: the latency target) are
+// sent a commit at a time.
+constexpr double kGatherAbovePerSecond = 1000;
 // While batches come full, a transaction pipelines up to this many (its row locks and marks
 // wait for its commit; the last batch's acknowledgements are not overlapped).
 constexpr int kMaxBatchesPerTransaction = 8;
@@ -270,17 +274,22 @@ class Relay {
         return static_cast<int>((counters_.backoff_until - now) / 1000) + 1;
       }
       // Under a stream of small commits every one of them wakes the relay, and a batch per
-      // commit costs CPU that writers need. When the last batch found several events (a
-      // stream, not a lone commit) the next one starts outbox.min_batch_interval after it,
-      // so that commits gather. A lone commit, and an idle relay, start at once.
+      // commit costs CPU that writers need. When events came faster than
+      // kGatherAbovePerSecond (a heavy stream, not a few commits a millisecond apart), the
+      // next batch starts outbox.min_batch_interval after the last one, so that commits
+      // gather. Below that rate, and for an idle relay, a commit is sent at once.
       const TimestampTz gather_until =
           last_batch_start_ + static_cast<TimestampTz>(settings.min_batch_interval_us);
       if (gather_next_ && now < gather_until) {
         guard([&] { pg_usleep(gather_until - now); });
       }
+      const TimestampTz previous_start = last_batch_start_;
       last_batch_start_ = guard([] { return GetCurrentTimestamp(); });
       BatchResult result = run_transaction();
-      gather_next_ = !result.full && result.fetched >= 2;
+      // The events this batch found arrived since the previous batch started.
+      const double window_us = static_cast<double>(last_batch_start_ - previous_start);
+      gather_next_ = !result.full && result.fetched >= 2 &&
+                     result.fetched * 1e6 >= kGatherAbovePerSecond * window_us;
       if (result.unavailable > 0) return back_off(result.first_error);
       failures_ = 0;
       counters_.backoff_until = 0;

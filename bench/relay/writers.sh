@@ -34,7 +34,7 @@ fi
 CLIENTS=${CLIENTS:-"1 8 32"}
 
 relay_header "writers: pgbench throughput with the relay's wake-up at commit on / off / NOTIFY trigger"
-relay_start 56303
+relay_start 56303 "${RELAY_SETTINGS:-}"
 echo "   cluster 127.0.0.1:$BENCH_PORT ($BENCH_WORK), relay pid $RELAY_PID"
 echo "   rounds=$ROUNDS, $SECONDS_PER_RUN s per run, clients: $CLIENTS"
 
