@@ -30,11 +30,14 @@ override CPPFLAGS := -I$(srcdir)/src $(patsubst -I$(includedir_server),-isystem 
 unit-tests:
 	$(MAKE) -C test/unit run
 
+# Every C++ file we write (SINK_SRCS and TOOL_SRCS come from src/sinks/sinks.mk, below).
+FORMATTED = $(SRCS) $(SINK_SRCS) $(TOOL_SRCS) $(wildcard src/*/*.hpp src/*.hpp test/unit/*.cpp)
+
 format-check:
-	clang-format --dry-run --Werror $(SRCS) $(wildcard src/*/*.hpp src/*.hpp test/unit/*.cpp)
+	clang-format --dry-run --Werror $(FORMATTED)
 
 format:
-	clang-format -i $(SRCS) $(wildcard src/*/*.hpp src/*.hpp test/unit/*.cpp)
+	clang-format -i $(FORMATTED)
 
 # Sink libraries (outbox_sink_<name>.so) and their unit tests: see src/sinks/sinks.mk.
 -include src/sinks/sinks.mk

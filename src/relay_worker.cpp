@@ -613,8 +613,8 @@ class Relay {
       if (first_of_transaction) advance_low_water(now);
       MemoryContextReset(batch.memory);  // an empty batch was never finished
       Fetched& out = batch.fetched;
-      out = Fetched{static_cast<Row*>(MemoryContextAllocZero(batch.memory, sizeof(Row) * limit)),
-                    0, -1, false};
+      out = Fetched{static_cast<Row*>(MemoryContextAllocZero(batch.memory, sizeof(Row) * limit)), 0,
+                    -1, false};
       int64 bytes = 0;
 
       // Retries first: they are the oldest events. Looked for when one of ours is due, and

@@ -17,8 +17,8 @@ class NullSink final : public Sink {
             std::chrono::milliseconds /*timeout*/) override {
     ++sends_;
     if (throw_every_ != 0 && sends_ % throw_every_ == 0) {
-      throw std::runtime_error("the null sink threw (throw_every=" +
-                               std::to_string(throw_every_) + ")");
+      throw std::runtime_error("the null sink threw (throw_every=" + std::to_string(throw_every_) +
+                               ")");
     }
     outcomes.resize(messages.size());
     for (Outcome& outcome : outcomes) {
