@@ -82,7 +82,7 @@ constexpr const char* kFetchNewSql =
 // more, such an event waits; the low-water mark, which reads every partition, does not
 // pass it.
 constexpr int64 kFuturePartitionsAfterUs = 60 * USECS_PER_SEC;
-Oid kFetchNewTypes[3] = {INT8OID, INT8OID, TIMESTAMPTZOID};
+constexpr Oid kFetchNewTypes[3] = {INT8OID, INT8OID, TIMESTAMPTZOID};
 // Events whose retry time has come (index events_retry).
 constexpr const char* kFetchRetrySql =
     "SELECT tableoid, ctid, id::text, aggregatetype::text, aggregateid::text, type::text, "
@@ -91,7 +91,7 @@ constexpr const char* kFetchRetrySql =
     " WHERE next_attempt_at <= $2 AND published_at IS NULL AND dead_at IS NULL "
     " ORDER BY seq LIMIT $1 "
     "   FOR UPDATE SKIP LOCKED";
-Oid kFetchRetryTypes[2] = {INT8OID, TIMESTAMPTZOID};
+constexpr Oid kFetchRetryTypes[2] = {INT8OID, TIMESTAMPTZOID};
 // The highest sequence value handed out so far; whether the sequence caches values (then a
 // value below it can still be handed out later, and the mark must not move); and its file
 // (a new one after ALTER SEQUENCE ... RESTART or TRUNCATE ... RESTART IDENTITY).
@@ -111,10 +111,11 @@ constexpr const char* kLowWaterSql =
 constexpr int64 kLowWaterCheckUs = 10 * 1000;
 constexpr int64 kLowWaterSaveUs = 1000 * 1000;
 constexpr size_t kMaxCachedPlans = 128;
-// Under a stream of commits faster than this (events per second), batches start at most
-// every outbox.min_batch_interval. Slower streams (200 commits/s: the latency target) are
-// sent a commit at a time.
+// Under a stream of commits faster than this (events per second, over the window below),
+// batches start at most every outbox.min_batch_interval. Slower streams (200 commits/s:
+// the latency target), and bursts of a few commits, are sent a commit at a time.
 constexpr double kGatherAbovePerSecond = 1000;
+constexpr int64 kStreamWindowUs = 50 * 1000;
 // While batches come full, a transaction pipelines up to this many (its row locks and marks
 // wait for its commit; the last batch's acknowledgements are not overlapped).
 constexpr int kMaxBatchesPerTransaction = 8;
@@ -274,22 +275,27 @@ class Relay {
         return static_cast<int>((counters_.backoff_until - now) / 1000) + 1;
       }
       // Under a stream of small commits every one of them wakes the relay, and a batch per
-      // commit costs CPU that writers need. When events came faster than
-      // kGatherAbovePerSecond (a heavy stream, not a few commits a millisecond apart), the
-      // next batch starts outbox.min_batch_interval after the last one, so that commits
-      // gather. Below that rate, and for an idle relay, a commit is sent at once.
+      // commit costs CPU that writers need, even when each batch finds one event (a
+      // single fast writer). While events come faster than kGatherAbovePerSecond, over
+      // kStreamWindowUs, the next batch starts outbox.min_batch_interval after the last
+      // one, so that commits gather. Slower streams, and an idle relay, send a commit at
+      // once.
       const TimestampTz gather_until =
           last_batch_start_ + static_cast<TimestampTz>(settings.min_batch_interval_us);
       if (gather_next_ && now < gather_until) {
         guard([&] { pg_usleep(gather_until - now); });
       }
-      const TimestampTz previous_start = last_batch_start_;
       last_batch_start_ = guard([] { return GetCurrentTimestamp(); });
       BatchResult result = run_transaction();
-      // The events this batch found arrived since the previous batch started.
-      const double window_us = static_cast<double>(last_batch_start_ - previous_start);
-      gather_next_ = !result.full && result.fetched >= 2 &&
-                     result.fetched * 1e6 >= kGatherAbovePerSecond * window_us;
+      stream_events_ += result.fetched;
+      const TimestampTz window = last_batch_start_ - stream_window_start_;
+      if (window >= kStreamWindowUs) {
+        heavy_stream_ = static_cast<double>(stream_events_) * USECS_PER_SEC >=
+                        kGatherAbovePerSecond * static_cast<double>(window);
+        stream_window_start_ = last_batch_start_;
+        stream_events_ = 0;
+      }
+      gather_next_ = heavy_stream_ && !result.full;
       if (result.unavailable > 0) return back_off(result.first_error);
       failures_ = 0;
       counters_.backoff_until = 0;
@@ -458,8 +464,10 @@ class Relay {
     return true;
   }
 
-  static SPIPlanPtr prepare_kept(const char* sql, int nargs, Oid* types) {
-    SPIPlanPtr plan = SPI_prepare_cursor(sql, nargs, types, CURSOR_OPT_GENERIC_PLAN);
+  static SPIPlanPtr prepare_kept(const char* sql, int nargs, const Oid* types) {
+    // SPI takes the types as Oid* but only reads them.
+    SPIPlanPtr plan =
+        SPI_prepare_cursor(sql, nargs, const_cast<Oid*>(types), CURSOR_OPT_GENERIC_PLAN);
     if (plan == nullptr) elog(ERROR, "outbox relay: SPI_prepare failed: %s", sql);
     SPI_keepplan(plan);
     return plan;
@@ -897,6 +905,10 @@ class Relay {
   int64 resume_after_seq_ = -1;
   TimestampTz last_batch_start_ = 0;
   bool gather_next_ = false;
+  // The event rate over the last window of at least kStreamWindowUs.
+  TimestampTz stream_window_start_ = 0;
+  int64 stream_events_ = 0;
+  bool heavy_stream_ = false;
   TimestampTz last_full_scan_ = 0;
   boost::container::flat_map<Oid, SPIPlanPtr> mark_plans_;
   boost::container::flat_map<Oid, SPIPlanPtr> reject_plans_;
