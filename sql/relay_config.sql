@@ -38,3 +38,8 @@ SELECT attempts, dead_at, next_attempt_at FROM outbox.events WHERE aggregateid =
 UPDATE outbox.events SET dead_at = now() WHERE aggregateid = 's1';
 SELECT outbox.requeue_dead() AS requeued;
 SELECT count(*) AS dead FROM outbox.dead_letters;
+
+-- Unconfiguring removes the sink (the relay stops sending); a second call finds none.
+SELECT outbox.unconfigure_sink() AS removed;
+SELECT count(*) AS configured FROM outbox.sink_config;
+SELECT outbox.unconfigure_sink() AS removed;

@@ -164,6 +164,20 @@ is($node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()'), $started,
 $node->safe_psql('postgres', q{ALTER SYSTEM RESET outbox.batch_size; ALTER SYSTEM SET outbox.max_attempts = 3;
 	SELECT pg_reload_conf();});
 
+# Unconfiguring stops the relay without a restart: events wait, and are sent once a sink is
+# configured again.
+is($node->safe_psql('postgres', q{SELECT outbox.unconfigure_sink()}), 't', 'unconfigure_sink removes the sink');
+ok($node->poll_query_until('postgres', q{SELECT state = 'unconfigured' FROM outbox.status}),
+	'the relay says it is unconfigured');
+my $paused = ids($node, q{SELECT outbox.enqueue('paused', g::text, 'P', '{}') FROM generate_series(1, 5) g});
+$node->safe_psql('postgres', q{SELECT pg_sleep(0.5)});
+is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.events WHERE aggregatetype = 'paused' AND published_at IS NOT NULL}),
+	'0', 'nothing is sent while unconfigured');
+$node->safe_psql('postgres', q{SELECT outbox.configure_sink('null')});
+wait_published($node, q{aggregatetype = 'paused'}, 'configured again: the waiting events are sent');
+is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE aggregatetype = 'paused' AND published_at IS NOT NULL}),
+	$paused, 'configured again: the published ids are the enqueued ids');
+
 # Bad configuration is refused with a clear error, and the running sink is kept.
 ($rc, $out, $err) = $node->psql('postgres', q{SELECT outbox.configure_sink('nope')});
 like($err, qr/no sink named "nope"/, 'unknown sink refused');

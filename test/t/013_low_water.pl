@@ -42,7 +42,7 @@ ok($node->poll_query_until('postgres', q{SELECT state = 'waiting for ALTER EXTEN
 is(q1(q{SELECT count(*) FROM outbox.events WHERE published_at IS NOT NULL}), '5',
 	'it sends nothing with the old schema');
 
-q1(q{ALTER EXTENSION outbox UPDATE});
+q1(q{ALTER EXTENSION outbox UPDATE TO '0.2.0'});
 is(q1(q{SELECT extversion FROM pg_extension WHERE extname = 'outbox'}), '0.2.0', 'updated to 0.2.0');
 is(q1(q{SELECT string_agg(indexrelid::regclass::text, ',' ORDER BY indexrelid::regclass::text) FROM pg_index
          WHERE indrelid = 'outbox.events'::regclass}),
