@@ -219,6 +219,14 @@ std::string summary(const std::vector<Outcome>& outcomes) {
   return s;
 }
 
+// Sends one event and returns its summary ("A" once the producer is connected): the tests
+// that break the cluster start from a connected producer.
+std::string warm_up(Sink& sink) {
+  Events warmup;
+  warmup.add("order", "w", "T", "{}");
+  return summary(send(sink, warmup, std::chrono::seconds(10)));
+}
+
 std::string first_error(const std::vector<Outcome>& outcomes) {
   for (const Outcome& o : outcomes) {
     if (!o.error.empty()) return o.error;
@@ -438,9 +446,7 @@ TEST(KafkaSink, BrokerRejectionIsPerMessage) {
 TEST(KafkaSink, TransientErrorsAreRetriedInside) {
   MockCluster cluster(3);
   auto sink = make_sink(cluster, {{"max.in.flight", "1"}});
-  Events warmup;
-  warmup.add("order", "w", "T", "{}");
-  ASSERT_EQ(summary(send(*sink, warmup, 10s)), "A");
+  ASSERT_EQ(warm_up(*sink), "A");
 
   rd_kafka_mock_push_request_errors(cluster.get(), 0, 4, RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS,
                                     RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
@@ -473,9 +479,7 @@ TEST(KafkaSink, TransientErrorsAreRetriedInside) {
 TEST(KafkaSink, DisconnectsAreRetriedInside) {
   MockCluster cluster(1);
   auto sink = make_sink(cluster);
-  Events warmup;
-  warmup.add("order", "w", "T", "{}");
-  ASSERT_EQ(summary(send(*sink, warmup, 10s)), "A");
+  ASSERT_EQ(warm_up(*sink), "A");
 
   rd_kafka_mock_push_request_errors(cluster.get(), 0, 2, RD_KAFKA_RESP_ERR__TRANSPORT,
                                     RD_KAFKA_RESP_ERR__TRANSPORT);
@@ -489,9 +493,7 @@ TEST(KafkaSink, DisconnectsAreRetriedInside) {
 TEST(KafkaSink, BrokersDownTimesOutThenRecovers) {
   MockCluster cluster(3);
   auto sink = make_sink(cluster);
-  Events warmup;
-  warmup.add("order", "w", "T", "{}");
-  ASSERT_EQ(summary(send(*sink, warmup, 10s)), "A");
+  ASSERT_EQ(warm_up(*sink), "A");
 
   ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster.get(), -1), RD_KAFKA_RESP_ERR_NO_ERROR);
   Events events;
@@ -523,9 +525,7 @@ TEST(KafkaSink, BrokersDownTimesOutThenRecovers) {
 TEST(KafkaSink, LongTransientErrorsTimeOutThenSucceed) {
   MockCluster cluster(1);
   auto sink = make_sink(cluster);
-  Events warmup;
-  warmup.add("order", "w", "T", "{}");
-  ASSERT_EQ(summary(send(*sink, warmup, 10s)), "A");
+  ASSERT_EQ(warm_up(*sink), "A");
 
   // The ISR stays too small for longer than the send timeout: librdkafka keeps retrying
   // inside, the sink answers kUnavailable at the deadline and drops the queued retries.
@@ -547,9 +547,7 @@ TEST(KafkaSink, LongTransientErrorsTimeOutThenSucceed) {
 TEST(KafkaSink, QueueFullStopsTheBatchInOrder) {
   MockCluster cluster(1);
   auto sink = make_sink(cluster, {{"queue.buffering.max.messages", "4"}});
-  Events warmup;
-  warmup.add("order", "w", "T", "{}");
-  ASSERT_EQ(summary(send(*sink, warmup, 10s)), "A");
+  ASSERT_EQ(warm_up(*sink), "A");
 
   rd_kafka_mock_broker_set_down(cluster.get(), -1);
   Events events;
@@ -586,9 +584,7 @@ TEST(KafkaSink, DestroyWhileBrokersDownIsQuick) {
 TEST(KafkaSink, LateReportsOfATimedOutBatchAreIgnored) {
   MockCluster cluster(1);
   auto sink = make_sink(cluster);
-  Events warmup;
-  warmup.add("order", "w", "T", "{}");
-  ASSERT_EQ(summary(send(*sink, warmup, 10s)), "A");
+  ASSERT_EQ(warm_up(*sink), "A");
 
   // Answers take 700 ms: the first batch times out while in flight.
   rd_kafka_mock_broker_set_rtt(cluster.get(), -1, 700);
@@ -722,9 +718,7 @@ TEST(KafkaSink, FinishCompletesTheOldestBatchWhileTheNextWaits) {
 TEST(KafkaSink, LateFinishCountsTheAcksThatAreIn) {
   MockCluster cluster(1);
   auto sink = make_sink(cluster);
-  Events warmup;
-  warmup.add("order", "w", "T", "{}");
-  ASSERT_EQ(summary(send(*sink, warmup, 10s)), "A");
+  ASSERT_EQ(warm_up(*sink), "A");
 
   Events events;
   for (int i = 0; i < 5; ++i) events.add("order", "k", "T", "{}");
@@ -742,9 +736,7 @@ TEST(KafkaSink, LateFinishCountsTheAcksThatAreIn) {
 TEST(KafkaSink, BrokersDownWithTwoBatchesStarted) {
   MockCluster cluster(3);
   auto sink = make_sink(cluster);
-  Events warmup;
-  warmup.add("order", "w", "T", "{}");
-  ASSERT_EQ(summary(send(*sink, warmup, 10s)), "A");
+  ASSERT_EQ(warm_up(*sink), "A");
 
   ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster.get(), -1), RD_KAFKA_RESP_ERR_NO_ERROR);
   Events first, second, third;
@@ -806,9 +798,7 @@ TEST(KafkaSink, BrokersDownWithTwoBatchesStarted) {
 TEST(KafkaSink, QueueFullHoldsBackTheNextBatch) {
   MockCluster cluster(1);
   auto sink = make_sink(cluster, {{"queue.buffering.max.messages", "4"}});
-  Events warmup;
-  warmup.add("order", "w", "T", "{}");
-  ASSERT_EQ(summary(send(*sink, warmup, 10s)), "A");
+  ASSERT_EQ(warm_up(*sink), "A");
 
   rd_kafka_mock_broker_set_down(cluster.get(), -1);
   Events first, second, third;
@@ -850,9 +840,7 @@ TEST(KafkaSink, QueueFullHoldsBackTheNextBatch) {
 TEST(KafkaSink, FatalErrorFailsEveryStartedBatch) {
   MockCluster cluster(1);
   auto sink = make_sink(cluster);
-  Events warmup;
-  warmup.add("order", "w", "T", "{}");
-  ASSERT_EQ(summary(send(*sink, warmup, 10s)), "A");
+  ASSERT_EQ(warm_up(*sink), "A");
 
   rd_kafka_mock_broker_set_rtt(cluster.get(), -1, 1000);  // no ack before the fatal error
   Events first, second;
@@ -885,9 +873,7 @@ TEST(KafkaSink, DestroyWithBatchesStarted) {
   MockCluster cluster(1);
   for (bool brokers_down : {false, true}) {
     auto sink = make_sink(cluster);
-    Events warmup;
-    warmup.add("order", "w", "T", "{}");
-    ASSERT_EQ(summary(send(*sink, warmup, 10s)), "A");
+    ASSERT_EQ(warm_up(*sink), "A");
     if (brokers_down) rd_kafka_mock_broker_set_down(cluster.get(), -1);
 
     Events first, second;
