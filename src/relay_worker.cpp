@@ -374,15 +374,16 @@ class Relay {
   void abort_transaction() {
     // A batch still in flight has rows that the abort unlocks, and its outcomes would come
     // to nobody: drop the sink with it (a new one is made for the next pass); the events
-    // are sent again.
-    bool dropped = false;
+    // are sent again. The sink goes first: until it is destroyed, its threads may still
+    // read the batch's messages.
+    bool in_flight = false;
+    for (const Batch& batch : batches_) in_flight = in_flight || batch.in_flight;
+    if (in_flight) sink_.reset();
     for (Batch& batch : batches_) {
-      dropped = dropped || batch.in_flight;
       batch.in_flight = false;
       batch.messages.clear();
       guard([&] { MemoryContextReset(batch.memory); });
     }
-    if (dropped) sink_.reset();
     guard([&] {
       if (IsTransactionState() || IsAbortedTransactionBlockState() ||
           GetCurrentTransactionNestLevel() > 0) {

@@ -184,14 +184,29 @@ KafkaSink::KafkaSink(const Options& options) {
     throw ConfigError(std::string("kafka sink: ") + errstr);
   }
   conf.release();  // rd_kafka_new took it
+  try {
+    thread_ = std::thread(&KafkaSink::run, this);
+  } catch (...) {
+    rd_kafka_destroy(rk_);
+    throw;
+  }
 }
 
 KafkaSink::~KafkaSink() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
   // Drop what is still queued or in flight: from batches that timed out (their outcomes were
   // reported as kUnavailable already) and from batches still started (the relay has given up
   // on them; their outcome vectors may be gone, so the reports must find no batch). The relay
   // sends them again.
+  std::unique_lock<std::mutex> lock(mu_);
+  jobs_.clear();
   batches_.clear();
+  lock.unlock();
   rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
   rd_kafka_poll(rk_, 0);
   for (const auto& [name, rkt] : topics_) rd_kafka_topic_destroy(rkt);
@@ -208,6 +223,7 @@ void KafkaSink::on_error(rd_kafka_t*, int err, const char* reason, void* opaque)
 
 void KafkaSink::delivered(const rd_kafka_message_t* message) noexcept {
   try {
+    std::lock_guard<std::mutex> lock(mu_);
     auto seq = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(message->_private));
     for (Batch& batch : batches_) {
       if (seq < batch.first_seq || seq - batch.first_seq >= batch.waiting.size()) continue;
@@ -238,6 +254,7 @@ void KafkaSink::delivered(const rd_kafka_message_t* message) noexcept {
 
 void KafkaSink::errored(int err, const char* reason) noexcept {
   try {
+    std::lock_guard<std::mutex> lock(mu_);
     if (err == RD_KAFKA_RESP_ERR__FATAL) {
       check_fatal();
       return;
@@ -269,6 +286,7 @@ bool KafkaSink::usable() const {
 std::string KafkaSink::describe() const { return description_; }
 
 void KafkaSink::settle(Batch& batch, std::size_t i, Outcome outcome) {
+  if (!batch.waiting[i]) return;
   batch.waiting[i] = 0;
   --batch.pending;
   (*batch.outcomes)[i] = std::move(outcome);
@@ -280,10 +298,57 @@ void KafkaSink::fail_pending(Batch& batch, const std::string& error) {
   }
 }
 
-void KafkaSink::fail_all_on_fatal() {
+void KafkaSink::fail_all_on_fatal(std::unique_lock<std::mutex>& lock) {
   // Reports that are still to come may be acks; those already in are kept.
+  lock.unlock();
   rd_kafka_poll(rk_, 0);
+  lock.lock();
   for (Batch& batch : batches_) fail_pending(batch, fatal_error_);
+}
+
+bool KafkaSink::any_pending() const {
+  for (const Batch& batch : batches_) {
+    if (batch.pending > 0) return true;
+  }
+  return false;
+}
+
+void KafkaSink::run() noexcept {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    if (!jobs_.empty()) {
+      const Job job = jobs_.front();
+      jobs_.pop_front();
+      try {
+        queue(lock, *job.batch, *job.messages);
+      } catch (...) {
+        // Out of memory: what was not queued fails, and holds back what comes after.
+        if (!stopping_) {
+          fail_pending(*job.batch, "not sent: the kafka sink ran out of memory");
+          held_back_ = "not sent: an earlier message could not be queued";
+        }
+      }
+      if (stopping_) break;
+      job.batch->queued = true;
+      changed_.notify_all();
+      continue;
+    }
+    if (!any_pending()) {
+      changed_.wait(lock);
+      continue;
+    }
+    // Serve reports. A whole batch is queued now: flush, so that it goes out at once
+    // instead of after linger.ms. Both return within 1 ms: a new job is not kept waiting.
+    const bool flush = rd_kafka_outq_len(rk_) > 0;
+    lock.unlock();
+    if (flush) {
+      rd_kafka_flush(rk_, 1);
+    } else {
+      rd_kafka_poll(rk_, 1);
+    }
+    lock.lock();
+    changed_.notify_all();
+  }
 }
 
 rd_kafka_topic_t* KafkaSink::topic_handle(const std::string& name) {
@@ -306,8 +371,11 @@ rd_kafka_topic_t* KafkaSink::topic_handle(const std::string& name) {
 
 void KafkaSink::send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
                      std::chrono::milliseconds timeout) {
-  // finish() would wait for an older batch instead of this one.
-  if (!batches_.empty()) throw std::logic_error("kafka sink: send() while batches are started");
+  {
+    // finish() would wait for an older batch instead of this one.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!batches_.empty()) throw std::logic_error("kafka sink: send() while batches are started");
+  }
   start(messages, outcomes, timeout);
   finish();
 }
@@ -317,8 +385,7 @@ void KafkaSink::start(const std::vector<Message>& messages, std::vector<Outcome>
   outcomes.resize(messages.size());
   const auto deadline = Clock::now() + timeout;
 
-  // Serve what arrived since the last call (delivery reports, errors).
-  rd_kafka_poll(rk_, 0);
+  std::unique_lock<std::mutex> lock(mu_);
   // Nothing started: no message that a new one could overtake.
   if (batches_.empty()) held_back_.clear();
 
@@ -331,26 +398,31 @@ void KafkaSink::start(const std::vector<Message>& messages, std::vector<Outcome>
     batch.deadline = deadline;
     batch.timeout = timeout;
     next_seq_ += messages.size();
-    queue(batch, messages);
+    jobs_.push_back(Job{&batch, &messages});
   } catch (...) {
     batches_.pop_back();  // not started: finish() must not wait for it
     throw;
   }
+  lock.unlock();
+  changed_.notify_all();
 }
 
-void KafkaSink::queue(Batch& batch, const std::vector<Message>& messages) {
+void KafkaSink::queue(std::unique_lock<std::mutex>& lock, Batch& batch,
+                      const std::vector<Message>& messages) {
   if (check_fatal()) {
-    fail_all_on_fatal();
+    fail_all_on_fatal(lock);
     return;
   }
-  if (!held_back_.empty()) {
-    fail_pending(batch, held_back_);
-    return;
-  }
-
   std::string topic;
   std::string topic_error;
   for (std::size_t i = 0; i < messages.size(); ++i) {
+    if (stopping_) return;
+    // An earlier batch's messages could not be queued, or were purged by a timeout (maybe
+    // while this loop waited for room): queuing this one could overtake them.
+    if (!held_back_.empty()) {
+      fail_pending(batch, held_back_);
+      return;
+    }
     const Message& m = messages[i];
     if (!routing::route_topic(topic_template_, m, topic, topic_error)) {
       settle(batch, i, Outcome{Delivery::kRejected, topic_error});
@@ -381,7 +453,17 @@ void KafkaSink::queue(Batch& batch, const std::vector<Message>& messages) {
       if (err == RD_KAFKA_RESP_ERR_NO_ERROR) break;  // the message owns the headers now
       rd_kafka_headers_destroy(headers);
       if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL || poll_ms(batch.deadline) == 0) break;
-      rd_kafka_poll(rk_, poll_ms(batch.deadline));  // make room: serve delivery reports
+      // Make room: serve delivery reports (their callbacks take the lock).
+      const int wait_ms = poll_ms(batch.deadline);
+      lock.unlock();
+      rd_kafka_poll(rk_, wait_ms);
+      lock.lock();
+      if (stopping_) return;
+      if (!held_back_.empty()) break;  // a timeout purged while we waited: see above
+    }
+    if (!held_back_.empty()) {
+      fail_pending(batch, held_back_);
+      return;
     }
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR) continue;
 
@@ -406,27 +488,34 @@ void KafkaSink::queue(Batch& batch, const std::vector<Message>& messages) {
 }
 
 void KafkaSink::finish() {
+  std::unique_lock<std::mutex> lock(mu_);
   if (batches_.empty()) return;
   // The batch is finished whatever way finish() returns: no outcome of it is written later.
+  // (Destroyed before `lock`: the batch is dropped with the lock held.)
   struct Forget {
     std::deque<Batch>& batches;
     ~Forget() { batches.pop_front(); }
   } forget{batches_};
   Batch& batch = batches_.front();
 
-  // Reports that are in count even past the deadline (the relay may come late).
-  rd_kafka_poll(rk_, 0);
-  while (batch.pending > 0) {
-    if (check_fatal()) {
-      fail_all_on_fatal();
-      break;
+  // Reports that are in count even past the deadline (the relay may come late). The
+  // thread must be done with the batch's messages before finish() returns, whatever
+  // happens: it stops queuing at the deadline, or at once after a fatal error.
+  bool fatal = false;
+  while (!(batch.queued && batch.pending == 0)) {
+    if (!fatal && check_fatal()) {
+      fail_all_on_fatal(lock);
+      fatal = true;
+      continue;
     }
-    const int wait_ms = poll_ms(batch.deadline);
-    if (wait_ms == 0) break;
-    // Waiting: what is queued need not wait for linger.ms any more. flush() sends it at
-    // once and serves the reports, as poll does; in steps of 1 ms, because it returns
-    // only when every started batch is delivered, and only this one is waited for.
-    rd_kafka_flush(rk_, std::min(wait_ms, 1));
+    // At most 100 ms at a time, so that a fatal error is noticed soon.
+    const auto now = Clock::now();
+    auto until = now + std::chrono::milliseconds(100);
+    if (batch.queued) {
+      if (now >= batch.deadline) break;
+      until = std::min(until, batch.deadline);
+    }
+    changed_.wait_until(lock, until);
   }
   if (batch.pending == 0) return;
 

@@ -17,17 +17,17 @@
 // idempotence), which is what keeps messages of one key in order across retries.
 // Defaults that differ from librdkafka's: partitioner=murmur2_random (the Java client's
 // partitioner, so a key lands on the same partition as from Debezium or any Java producer)
-// client.id=outbox-relay, and linger.ms=1 (a batch goes out in few requests; finish()
-// flushes, so nothing waits for it). All can be overridden.
+// client.id=outbox-relay, and linger.ms=1 (a batch goes out in few requests; the sink
+// flushes once a whole batch is queued, so nothing waits for it). All can be overridden.
 //
 // Each message: topic from the template, key = aggregateid, value = payload, headers id,
 // type, then the event's own headers; timestamp per the `timestamp` option.
 //
-// Pipelining: start() queues a batch in librdkafka and returns; finish() waits for the
-// oldest started batch until all its outcomes are in or its deadline (start() + timeout)
-// has passed. Any number of batches may be started (the relay keeps at most two); delivery
-// reports find their batch by the sequence number they carry. send() is start() + finish()
-// with no other batch started.
+// Pipelining: start() hands a batch to the sink's thread, which queues it in librdkafka, and
+// returns; finish() waits for the oldest started batch until all its outcomes are in or its
+// deadline (start() + timeout) has passed. Any number of batches may be started (the relay keeps at
+// most two); delivery reports find their batch by the sequence number they carry. send() is start()
+// + finish() with no other batch started.
 //
 // Outcomes:
 //   kAcked        the delivery report says the broker has it (acks=all).
@@ -54,24 +54,33 @@
 // good; the relay then destroys the sink and creates a new one.
 //
 // Outcome vectors are written only between a batch's start() and the end of its finish()
-// (or of send()); a batch still started when the sink is destroyed is forgotten, its
-// outcomes are not touched.
+// (or of send()). A batch's messages and outcomes must stay valid until then, or until the
+// sink is destroyed: the destructor stops the thread first, and a batch still started then
+// is forgotten, its outcomes not touched.
 //
-// Threads: librdkafka runs its own threads; every callback this sink registers is served by
-// rd_kafka_poll on the caller's thread, inside start(), finish() and send(). Callbacks never
-// throw. librdkafka's own log lines go to stderr (its default logger), as for any librdkafka
-// program.
+// Threads: the sink runs one thread of its own, besides librdkafka's. start() only hands
+// the batch to it and returns; the thread queues the messages in librdkafka (routing,
+// headers, the producer's per-message work), flushes once a batch is queued, and serves the
+// delivery reports. So that work runs beside the relay's database work instead of on its
+// thread. The thread starts in the constructor (the relay creates sinks with signals
+// blocked, so it never runs PostgreSQL's signal handlers) and is joined by the destructor.
+// One mutex guards the sink's state; callbacks take it, and no librdkafka call that serves
+// callbacks (poll, flush) is made while it is held. Callbacks never throw. librdkafka's own
+// log lines go to stderr (its default logger), as for any librdkafka program.
 #pragma once
 
 #include <librdkafka/rdkafka.h>
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -115,6 +124,12 @@ class KafkaSink final : public Sink {
     std::size_t pending = 0;    // how many are waiting
     Clock::time_point deadline;
     std::chrono::milliseconds timeout{0};
+    bool queued = false;  // the sink's thread is done with its messages
+  };
+  // A started batch whose messages the sink's thread has yet to queue.
+  struct Job {
+    Batch* batch;
+    const std::vector<Message>* messages;
   };
 
   static void on_delivery(rd_kafka_t* rk, const rd_kafka_message_t* message, void* opaque);
@@ -123,18 +138,29 @@ class KafkaSink final : public Sink {
   void errored(int err, const char* reason) noexcept;
   // Notes a fatal error if librdkafka has raised one; returns whether one was raised.
   bool check_fatal() noexcept;
-  // Queues the messages of `batch`, the newest started one.
-  void queue(Batch& batch, const std::vector<Message>& messages);
-  // Gives message i of `batch` its outcome; it no longer waits.
+  // The sink's thread: queues started batches, serves reports, flushes while finish() waits.
+  void run() noexcept;
+  // Queues the messages of `batch` in librdkafka. Runs on the sink's thread with `lock`
+  // held, released only while it waits for room in a full queue.
+  void queue(std::unique_lock<std::mutex>& lock, Batch& batch,
+             const std::vector<Message>& messages);
+  bool any_pending() const;
+  // Gives message i of `batch` its outcome, unless it has one; it no longer waits.
   static void settle(Batch& batch, std::size_t i, Outcome outcome);
   static void fail_pending(Batch& batch, const std::string& error);
-  // After a fatal error: every started batch's pending outcomes become kUnavailable.
-  void fail_all_on_fatal();
+  // After a fatal error: every started batch's pending outcomes become kUnavailable. Called
+  // with `lock` held; releases it while it serves the reports that are in.
+  void fail_all_on_fatal(std::unique_lock<std::mutex>& lock);
   // The producer's handle of a topic, made on first use and kept; nullptr if librdkafka
   // refuses the name (rd_kafka_last_error() says why).
   rd_kafka_topic_t* topic_handle(const std::string& name);
 
   rd_kafka_t* rk_ = nullptr;
+  // Guards everything below, except fatal_ (atomic) and rk_ (librdkafka is thread-safe).
+  std::mutex mu_;
+  std::condition_variable changed_;  // a job, reports served, a batch queued, or stopping
+  std::deque<Job> jobs_;
+  bool stopping_ = false;
   // Every topic this producer has sent to (destroyed before rk_).
   std::unordered_map<std::string, rd_kafka_topic_t*> topics_;
   routing::TopicTemplate topic_template_;
@@ -153,6 +179,7 @@ class KafkaSink final : public Sink {
   // outcome of every message of the batches started from then until none is left unfinished.
   // They are not queued, so that none overtakes an unsent message of its key.
   std::string held_back_;
+  std::thread thread_;  // last: starts once everything above is initialised
 };
 
 std::unique_ptr<Sink> create_kafka_sink(const Options& options);

@@ -25,7 +25,8 @@
 namespace outbox::sinks {
 
 // One event as the relay hands it over. The views stay valid until send() returns, or until
-// finish() returns for the batch that start() was given.
+// finish() returns for the batch that start() was given, or until the sink is destroyed
+// (whichever comes first).
 struct Message {
   std::string_view id;             // the event id (UUID text): stable across retries and replays
   std::string_view aggregatetype;  // routes to a topic / subject
@@ -72,12 +73,12 @@ class Sink {
   // finish() waits for the oldest started batch that has not finished, at most until its
   // start() + `timeout`, and sets all of its outcomes. The relay keeps at most two batches
   // started; `messages` and `outcomes` stay where they are until that batch's finish()
-  // returns. Per-key order holds across batches: a message of a later batch must not be
-  // delivered ahead of an earlier batch's message of the same key that could not be
-  // queued (fail the later one kUnavailable instead). An exception from start() means the
-  // batch was not started and failed as kUnavailable; from finish(), that the oldest batch
-  // failed as kUnavailable.
-  // The defaults send synchronously: start() calls send(), finish() has nothing to wait for.
+  // returns or the sink is destroyed: a sink may read and write them on its own thread. Per-key
+  // order holds across batches: a message of a later batch must not be delivered ahead of an
+  // earlier batch's message of the same key that could not be queued (fail the later one
+  // kUnavailable instead). An exception from start() means the batch was not started and failed as
+  // kUnavailable; from finish(), that the oldest batch failed as kUnavailable. The defaults send
+  // synchronously: start() calls send(), finish() has nothing to wait for.
   virtual void start(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
                      std::chrono::milliseconds timeout) {
     send(messages, outcomes, timeout);
