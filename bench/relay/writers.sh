@@ -21,7 +21,9 @@
 #
 #   bash bench/relay/writers.sh          # 5 rounds x 5 s per variant and client count, ~5 min
 #   QUICK=1 bash bench/relay/writers.sh  # 3 rounds x 2 s, ~1.5 min
-# ROUNDS, SECONDS_PER_RUN, CLIENTS override.
+# ROUNDS, SECONDS_PER_RUN, CLIENTS override. GATHER_MS="50 100" adds a "wake on" variant per
+# value, run with outbox.min_batch_interval set to it (ALTER SYSTEM and a reload before each
+# of its runs), interleaved with the others.
 set -euo pipefail
 # shellcheck source=bench/relay/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -82,6 +84,23 @@ declare -A FILE=([on]=plain [off]=plain [notify]=notify)
 declare -A OPTS=([on]="" [off]="-c outbox.wake_at_commit=off" [notify]="-c outbox.wake_at_commit=off")
 declare -A LABEL=([on]="wake at commit on (default)" [off]="wake at commit off (poll 1 s)"
                   [notify]="wake off + NOTIFY-per-commit trigger")
+declare -A INTERVAL_US=()
+for ms in ${GATHER_MS:-}; do
+  VARIANTS="$VARIANTS on$ms"
+  FILE[on$ms]=plain
+  OPTS[on$ms]=""
+  LABEL[on$ms]="wake on, min_batch_interval ${ms} ms"
+  INTERVAL_US[on$ms]=$((ms * 1000))
+done
+# The relay's outbox.min_batch_interval for variant $1: its own, or the cluster's setting.
+set_interval() {
+  if [ -n "${INTERVAL_US[$1]:-}" ]; then
+    sql -o /dev/null -c "ALTER SYSTEM SET outbox.min_batch_interval = ${INTERVAL_US[$1]}" -c "SELECT pg_reload_conf()"
+  else
+    sql -o /dev/null -c "ALTER SYSTEM RESET outbox.min_batch_interval" -c "SELECT pg_reload_conf()"
+  fi
+  sleep 0.2  # the relay rereads its settings at its next pass
+}
 
 relay_cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$RELAY_PID/stat"; }
 relay_batches() { sqlv "SELECT batches FROM outbox._workers()"; }
@@ -109,6 +128,7 @@ for c in $CLIENTS; do
     for k in $(seq 0 $((n - 1))); do
       v=${vlist[$(((k + r - 1) % n))]}
       out="$BENCH_WORK/out.$v.$c.$r"
+      [ -z "${GATHER_MS:-}" ] || set_interval "$v"
       t0=$(relay_cpu_ticks); b0=$(relay_batches)
       if ! as_postgres env PGOPTIONS="${OPTS[$v]}" pgbench -h "$BENCH_WORK" -p "$BENCH_PORT" -n -M prepared \
            -c "$c" -j "$j" -T "$SECONDS_PER_RUN" -f "$BENCH_WORK/${FILE[$v]}.sql" "$BENCH_DB" >"$out" 2>&1; then
@@ -162,6 +182,12 @@ for c in $CLIENTS; do
   else
     echo "   clients=$c: wake at commit loss $loss % (no target)"
   fi
+done
+for c in $CLIENTS; do
+  for ms in ${GATHER_MS:-}; do
+    echo "   clients=$c: wake at commit with min_batch_interval $ms ms: loss" \
+         "$(awk -v x="${REL[$c.on$ms]}" 'BEGIN { printf "%.1f", 100 * (1 - x) }') %"
+  done
 done
 for c in $CLIENTS; do
   y=${REL[$c.notify]}

@@ -21,7 +21,7 @@ Settings settings = {
     /* retry_backoff_min_ms */ 100,
     /* retry_backoff_max_ms */ 60 * 1000,
     /* wake_at_commit */ true,
-    /* min_batch_interval_us */ 20000,
+    /* min_batch_interval_us */ 50000,
 };
 
 void define_settings() {
