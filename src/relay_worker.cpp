@@ -137,13 +137,15 @@ struct Row {
   Text* header_values;
   int attempts;
   TimestampTz created_at;
+  int64 seq;
 };
 
 struct Fetched {
   Row* rows;
   int count;
   int64 max_seq;
-  bool full;  // stopped by batch_size or batch_max_bytes: more work is likely waiting
+  bool full;     // stopped by batch_size or batch_max_bytes: more work is likely waiting
+  int new_from;  // rows before this one are retries; from here on, new events by seq
 };
 
 // One batch of the pipeline. Two of them live as long as the relay, so the sink's view of
@@ -225,7 +227,8 @@ bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
   if (!slot->tts_isnull[7]) copy_headers(values[7], row);
   row.attempts = DatumGetInt32(values[8]);
   row.created_at = DatumGetTimestampTz(values[9]);
-  out.max_seq = std::max<int64>(out.max_seq, DatumGetInt64(values[10]));
+  row.seq = DatumGetInt64(values[10]);
+  out.max_seq = std::max<int64>(out.max_seq, row.seq);
   MemoryContextSwitchTo(old);
   receiver->bytes += row.payload.len;
   return out.count < receiver->limit && receiver->bytes < receiver->max_bytes;
@@ -438,6 +441,7 @@ class Relay {
     if (!config.has_extension || config.needs_update) {
       // A re-created extension has a new sequence: read the mark again when it is back.
       low_water_ = -1;
+      forget_resolved();
       horizon_valid_ = false;
     }
     if (!config.has_extension || config.needs_update || !config.configured) {
@@ -491,6 +495,7 @@ class Relay {
       }
       low_water_saved_ = low_water_;
       sequence_filenode_saved_ = sequence_filenode_;
+      forget_resolved();
     }
     if (horizon_valid_ && now - low_water_checked_at_ < kLowWaterCheckUs) return;
     low_water_checked_at_ = now;
@@ -499,7 +504,9 @@ class Relay {
         Oid types[3] = {XID8OID, INT8OID, INT8OID};
         low_water_plan_ = prepare_kept(kLowWaterSql, 3, types);
       }
-      Datum params[3] = {FullTransactionIdGetDatum(horizon_xid_), Int64GetDatum(low_water_),
+      // The walk need not visit the events this relay is known to have resolved.
+      const int64 walk_from = std::max<int64>(low_water_, resolved_to_ + 1);
+      Datum params[3] = {FullTransactionIdGetDatum(horizon_xid_), Int64GetDatum(walk_from),
                          Int64GetDatum(horizon_seq_)};
       int rc = SPI_execute_plan(low_water_plan_, params, nullptr, false, 1);
       if (rc != SPI_OK_SELECT || SPI_processed != 1) {
@@ -509,6 +516,8 @@ class Relay {
       Datum mark = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
       if (isnull) return;  // a transaction that may still commit events <= C is running
       low_water_ = std::max<int64>(low_water_, DatumGetInt64(mark));
+      resolved_to_ = std::max<int64>(resolved_to_, low_water_ - 1);
+      resolved_to_in_transaction_ = std::max<int64>(resolved_to_in_transaction_, resolved_to_);
       horizon_valid_ = false;
       // Everything up to C is now visible. If an event at or below C and below the resume
       // point is still waiting (it committed late, or another worker held it), the next
@@ -547,6 +556,7 @@ class Relay {
                                "low-water mark was %ld); scanning the queue from the start",
                                static_cast<long>(last), static_cast<long>(low_water_))));
       low_water_ = 0;
+      forget_resolved();
       low_water_saved_at_ = 0;
       resume_after_seq_ = -1;
     }
@@ -623,7 +633,7 @@ class Relay {
       MemoryContextReset(batch.memory);  // an empty batch was never finished
       Fetched& out = batch.fetched;
       out = Fetched{static_cast<Row*>(MemoryContextAllocZero(batch.memory, sizeof(Row) * limit)), 0,
-                    -1, false};
+                    -1, false, 0};
       int64 bytes = 0;
 
       // Retries first: they are the oldest events. Looked for when one of ours is due, and
@@ -643,6 +653,7 @@ class Relay {
       }
       if (resume_after_seq_ < 0) last_full_scan_ = now;
       const int64 start = std::max<int64>(low_water_, resume_after_seq_ + 1);
+      out.new_from = out.count;
       if (out.count < limit && bytes < max_bytes) {
         const Datum params[3] = {Int64GetDatum(limit - out.count), Int64GetDatum(start),
                                  TimestampTzGetDatum(now + kFuturePartitionsAfterUs)};
@@ -810,15 +821,29 @@ class Relay {
           break;
       }
     }
+    // What is resolved grows over this batch's new events as long as they follow on without
+    // a gap (a gap may be an event that commits later, or one another worker holds) and
+    // none waits to be sent again. It counts once this transaction commits.
+    for (int i = fetched.new_from; i < fetched.count; ++i) {
+      if (fetched.rows[i].seq != resolved_to_in_transaction_ + 1 ||
+          batch.outcomes[i].delivery == sinks::Delivery::kUnavailable) {
+        break;
+      }
+      ++resolved_to_in_transaction_;
+    }
     batch.messages.clear();
     guard([&] { MemoryContextReset(batch.memory); });
   }
+
+  // After the low-water mark was read or reset: nothing above it is known resolved.
+  void forget_resolved() { resolved_to_ = resolved_to_in_transaction_ = low_water_ - 1; }
 
   // One transaction: a batch, or, while they come full, a pipeline of up to
   // kMaxBatchesPerTransaction: batch k+1 is fetched and started before batch k is finished
   // and marked. It stops at the first batch with a sink failure.
   BatchResult run_transaction() {
     BatchResult result;
+    resolved_to_in_transaction_ = resolved_to_;
     begin_transaction("outbox relay: fetching");
     Batch* current = &batches_[0];
     Batch* next = &batches_[1];
@@ -846,6 +871,7 @@ class Relay {
     }
     guard([&] { save_low_water(GetCurrentTimestamp()); });
     commit_transaction();
+    resolved_to_ = resolved_to_in_transaction_;
     if (result.fetched == 0) return result;
 
     const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
@@ -896,6 +922,12 @@ class Relay {
   int64 low_water_saved_ = -1;
   TimestampTz low_water_saved_at_ = 0;
   TimestampTz low_water_checked_at_ = 0;
+  // Every event with seq in [low_water_, resolved_to_] was fetched by this relay and is
+  // published, dead-lettered or waiting for a retry, by transactions that committed: the
+  // low-water walk starts after them instead of visiting each again (a backlog's walk then
+  // reads one row). Events of this relay's open transaction count only once it commits.
+  int64 resolved_to_ = -2;
+  int64 resolved_to_in_transaction_ = -2;
   bool horizon_valid_ = false;
   int64 horizon_seq_ = 0;
   FullTransactionId horizon_xid_{};

@@ -323,6 +323,7 @@ void KafkaSink::run() noexcept {
         queue(lock, *job.batch, *job.messages);
       } catch (...) {
         // Out of memory: what was not queued fails, and holds back what comes after.
+        if (!lock.owns_lock()) lock.lock();
         if (!stopping_) {
           fail_pending(*job.batch, "not sent: the kafka sink ran out of memory");
           held_back_ = "not sent: an earlier message could not be queued";
