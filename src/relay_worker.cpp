@@ -22,7 +22,8 @@
 //     taken by a transaction whose xid is < N.
 //   - Once a snapshot's xmin is >= N, all of those transactions have ended, and that
 //     snapshot sees every event <= C that will ever exist. The mark moves up to the first
-//     unpublished one of them (or C + 1).
+//     unpublished one of them (or C + 1). The walk there starts after the run of events,
+//     without gaps, that this relay has itself fetched and resolved since the mark.
 // A long transaction holds xmin back and so holds the mark; nothing is skipped, the scan
 // only starts lower. Events waiting for a retry have next_attempt_at set and their own
 // partial index; they do not hold the mark.
