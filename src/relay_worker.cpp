@@ -120,6 +120,8 @@ constexpr int64 kStreamWindowUs = 50 * 1000;
 // While batches come full, a transaction pipelines up to this many (its row locks and marks
 // wait for its commit; the last batch's acknowledgements are not overlapped).
 constexpr int kMaxBatchesPerTransaction = 8;
+// With no sink, how often the relay looks for configure_sink() (see wait()).
+constexpr int kUnconfiguredCheckMs = 10;
 
 struct Text {
   const char* data;
@@ -345,7 +347,19 @@ class Relay {
 
   void wait(int timeout_ms) {
     guard([&] {
-      if (timeout_ms > 0) {
+      if (timeout_ms > 0 && !sink_ && nothing_configured_) {
+        // Nothing to send with. Commits that enqueue still set the latch, and waiting on it
+        // would cost each of them a signal to this process and this process a wake-up: look
+        // for a configuration change every few milliseconds instead, off the latch.
+        pgstat_report_activity(STATE_IDLE, "outbox relay: waiting for a sink");
+        const uint32 generation = generation_;
+        for (int waited = 0; waited < timeout_ms && !ShutdownRequestPending &&
+                             !ConfigReloadPending && relay_config_generation() == generation;
+             waited += kUnconfiguredCheckMs) {
+          (void)WaitLatch(nullptr, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+                          std::min(kUnconfiguredCheckMs, timeout_ms - waited), PG_WAIT_EXTENSION);
+        }
+      } else if (timeout_ms > 0) {
         pgstat_report_activity(STATE_IDLE, "outbox relay: waiting for events");
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, timeout_ms,
                         PG_WAIT_EXTENSION);
@@ -401,6 +415,16 @@ class Relay {
   bool ensure_sink() {
     const uint32 generation = relay_config_generation();
     if (sink_ && generation == generation_ && sink_->usable()) return true;
+    // Nothing to send with when the configuration was last read (no extension, not updated,
+    // or unconfigured) and nothing changed since: every commit still wakes the relay, but
+    // reading the configuration again for each would cost a transaction per commit. It is
+    // read again when configure_sink() or unconfigure_sink() commits, and every
+    // outbox.poll_interval (CREATE or ALTER EXTENSION change nothing that the relay sees).
+    const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
+    if (!sink_ && nothing_configured_ && generation == generation_ &&
+        now - config_read_at_ < static_cast<int64>(settings.poll_interval_ms) * 1000) {
+      return false;
+    }
     if (sink_ && !sink_->usable()) {
       record_error("sink " + sink_name_ + " is unusable; creating it again");
       sink_.reset();
@@ -438,6 +462,8 @@ class Relay {
     });
     commit_transaction();
     generation_ = generation;
+    config_read_at_ = now;
+    nothing_configured_ = !config.has_extension || config.needs_update || !config.configured;
 
     if (!config.has_extension || config.needs_update) {
       // A re-created extension has a new sequence: read the mark again when it is back.
@@ -910,6 +936,8 @@ class Relay {
   std::unique_ptr<sinks::Sink> sink_;
   std::string sink_name_;
   uint32 generation_ = 0;
+  TimestampTz config_read_at_ = 0;
+  bool nothing_configured_ = false;  // the last read found nothing to send with
   TimestampTz config_updated_at_ = 0;
   int failures_ = 0;
   WorkerCounters counters_{};
