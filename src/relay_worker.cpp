@@ -347,10 +347,11 @@ class Relay {
 
   void wait(int timeout_ms) {
     guard([&] {
-      if (timeout_ms > 0 && !sink_ && nothing_configured_) {
+      if (timeout_ms > 0 && nothing_configured_) {
         // Nothing to send with. Commits that enqueue still set the latch, and waiting on it
-        // would cost each of them a signal to this process and this process a wake-up: look
-        // for a configuration change every few milliseconds instead, off the latch.
+        // would cost each of them a signal to this process, and this process a wake-up and a
+        // read of the configuration: look for configure_sink() every few milliseconds
+        // instead, off the latch. CREATE or ALTER EXTENSION is seen after poll_interval.
         pgstat_report_activity(STATE_IDLE, "outbox relay: waiting for a sink");
         const uint32 generation = generation_;
         for (int waited = 0; waited < timeout_ms && !ShutdownRequestPending &&
@@ -415,16 +416,6 @@ class Relay {
   bool ensure_sink() {
     const uint32 generation = relay_config_generation();
     if (sink_ && generation == generation_ && sink_->usable()) return true;
-    // Nothing to send with when the configuration was last read (no extension, not updated,
-    // or unconfigured) and nothing changed since: every commit still wakes the relay, but
-    // reading the configuration again for each would cost a transaction per commit. It is
-    // read again when configure_sink() or unconfigure_sink() commits, and every
-    // outbox.poll_interval (CREATE or ALTER EXTENSION change nothing that the relay sees).
-    const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
-    if (!sink_ && nothing_configured_ && generation == generation_ &&
-        now - config_read_at_ < static_cast<int64>(settings.poll_interval_ms) * 1000) {
-      return false;
-    }
     if (sink_ && !sink_->usable()) {
       record_error("sink " + sink_name_ + " is unusable; creating it again");
       sink_.reset();
@@ -462,7 +453,6 @@ class Relay {
     });
     commit_transaction();
     generation_ = generation;
-    config_read_at_ = now;
     nothing_configured_ = !config.has_extension || config.needs_update || !config.configured;
 
     if (!config.has_extension || config.needs_update) {
@@ -936,8 +926,9 @@ class Relay {
   std::unique_ptr<sinks::Sink> sink_;
   std::string sink_name_;
   uint32 generation_ = 0;
-  TimestampTz config_read_at_ = 0;
-  bool nothing_configured_ = false;  // the last read found nothing to send with
+  // The last read of the configuration found nothing to send with (no extension, not
+  // updated, or unconfigured): wait() then waits off the latch.
+  bool nothing_configured_ = false;
   TimestampTz config_updated_at_ = 0;
   int failures_ = 0;
   WorkerCounters counters_{};
