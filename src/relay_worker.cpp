@@ -22,11 +22,17 @@
 //     taken by a transaction whose xid is < N.
 //   - Once a snapshot's xmin is >= N, all of those transactions have ended, and that
 //     snapshot sees every event <= C that will ever exist. The mark moves up to the first
-//     unpublished one of them (or C + 1). The walk there starts after the run of events,
-//     without gaps, that this relay has itself fetched and resolved since the mark.
-// A long transaction holds xmin back and so holds the mark; nothing is skipped, the scan
-// only starts lower. Events waiting for a retry have next_attempt_at set and their own
-// partial index; they do not hold the mark.
+//     unpublished one of them (or C + 1).
+// The gaps. Each fetch continues after the last event it returned (the resume point), and
+// the values it passed over are this relay's gaps (core/seq_gaps.hpp): an event that had
+// not committed yet, one that never will (its transaction aborted), or one that another
+// worker held. Everything else below the resume point this relay has resolved itself. So a
+// late commit is found by probing the gaps, at each move of the mark (which also drops the
+// gaps up to C that hold nothing), and never by walking again over what was just published
+// (under a stream of concurrent commits, that walk was most of a batch's cost).
+// A long transaction holds xmin back and so holds the mark; nothing is skipped: the gaps
+// are then probed every outbox.poll_interval. Events waiting for a retry have
+// next_attempt_at set and their own partial index; they do not hold the mark.
 #include <algorithm>
 #include <cmath>
 #include <chrono>
@@ -36,6 +42,7 @@
 
 #include <boost/container/flat_map.hpp>
 
+#include "core/seq_gaps.hpp"
 #include "pg/boundary.hpp"
 #include "pg/relay_shmem.hpp"
 #include "pg/settings.hpp"
@@ -64,11 +71,9 @@ namespace {
 
 // New events, from the low-water mark up ($2), in insert order (index events_queue).
 //
-// $2 is normally above the mark: after the highest seq sent so far, so that each batch does
-// not walk again over the rows just published (under a stream of commits that walk was
-// most of a batch's cost). A row that commits late below that point is not lost: when the
-// mark moves (about every kLowWaterCheckUs) and stops at or below the resume point, the
-// scan starts from the mark again; also after a failure, and every outbox.poll_interval.
+// $2 is normally above the mark: after the last event fetched (the resume point). A row
+// that commits late below it is in the gaps (see the top of this file), and fetched by
+// kFetchLateSql.
 constexpr const char* kFetchNewSql =
     "SELECT tableoid, ctid, id::text, aggregatetype::text, aggregateid::text, type::text, "
     "       payload::text, headers, attempts, created_at, seq "
@@ -93,6 +98,32 @@ constexpr const char* kFetchRetrySql =
     " ORDER BY seq LIMIT $1 "
     "   FOR UPDATE SKIP LOCKED";
 constexpr Oid kFetchRetryTypes[2] = {INT8OID, TIMESTAMPTZOID};
+// Late events: the ones a probe of the gaps found ($2).
+constexpr const char* kFetchLateSql =
+    "SELECT tableoid, ctid, id::text, aggregatetype::text, aggregateid::text, type::text, "
+    "       payload::text, headers, attempts, created_at, seq "
+    "  FROM outbox.events "
+    " WHERE seq = ANY($2) AND published_at IS NULL AND dead_at IS NULL "
+    "   AND next_attempt_at IS NULL AND part_at < $3 "
+    " ORDER BY seq LIMIT $1 "
+    "   FOR UPDATE SKIP LOCKED";
+constexpr Oid kFetchLateTypes[3] = {INT8OID, INT8ARRAYOID, TIMESTAMPTZOID};
+// The events waiting in the gaps [$1[i], $2[i]], at most $3 per gap, with the gap's number.
+// Every partition is read (no part_at bound): what this finds decides how far the mark
+// moves.
+constexpr const char* kProbeGapsSql =
+    "SELECT g.i, e.seq "
+    "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) WITH ORDINALITY "
+    "       AS g(lo, hi, i) "
+    "  CROSS JOIN LATERAL ( "
+    "    SELECT seq FROM outbox.events "
+    "     WHERE seq >= g.lo AND seq <= g.hi AND published_at IS NULL AND dead_at IS NULL "
+    "       AND next_attempt_at IS NULL "
+    "     ORDER BY seq LIMIT $3) e";
+constexpr Oid kProbeGapsTypes[3] = {INT8ARRAYOID, INT8ARRAYOID, INT8OID};
+// More gaps than this merge (a wider gap costs a wider probe): a probe reads every
+// partition's index once per gap.
+constexpr std::size_t kMaxGapIntervals = 64;
 // The highest sequence value handed out so far; whether the sequence caches values (then a
 // value below it can still be handed out later, and the mark must not move); and its file
 // (a new one after ALTER SEQUENCE ... RESTART or TRUNCATE ... RESTART IDENTITY).
@@ -101,8 +132,8 @@ constexpr const char* kSequenceSql =
     "       pg_catalog.pg_relation_filenode('outbox.events_seq'::pg_catalog.regclass) "
     "  FROM outbox.events_seq s, pg_catalog.pg_sequence p "
     " WHERE p.seqrelid = 'outbox.events_seq'::pg_catalog.regclass";
-// NULL while a transaction older than next xid $1 runs; else the new mark: the first new
-// unpublished event in [$2, $3], or $3 + 1.
+// NULL while a transaction older than next xid $1 runs; else the first new unpublished
+// event in [$2, $3] (past the resume point), or $3 + 1.
 constexpr const char* kLowWaterSql =
     "SELECT CASE WHEN pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot()) >= $1 "
     "  THEN coalesce((SELECT min(seq) FROM outbox.events "
@@ -112,11 +143,12 @@ constexpr const char* kLowWaterSql =
 constexpr int64 kLowWaterCheckUs = 10 * 1000;
 constexpr int64 kLowWaterSaveUs = 1000 * 1000;
 constexpr size_t kMaxCachedPlans = 128;
-// Under a stream of commits faster than this (events per second, over the window below),
-// batches start at most every outbox.min_batch_interval. Slower streams (200 commits/s:
-// the latency target), and bursts of a few commits, are sent a commit at a time.
+// Under a stream of commits faster than this (events per second, a moving average with the
+// time constant below), batches start at most every outbox.min_batch_interval; the stream
+// stays heavy until it falls under half that rate. Slower streams (200 commits/s: the
+// latency target), and bursts of a few commits, are sent a commit at a time.
 constexpr double kGatherAbovePerSecond = 1000;
-constexpr int64 kStreamWindowUs = 50 * 1000;
+constexpr double kStreamRateTimeConstantUs = 50 * 1000;
 // While batches come full, a transaction pipelines up to this many (its row locks and marks
 // wait for its commit; the last batch's acknowledgements are not overlapped).
 constexpr int kMaxBatchesPerTransaction = 8;
@@ -146,9 +178,7 @@ struct Row {
 struct Fetched {
   Row* rows;
   int count;
-  int64 max_seq;
-  bool full;     // stopped by batch_size or batch_max_bytes: more work is likely waiting
-  int new_from;  // rows before this one are retries; from here on, new events by seq
+  bool full;  // stopped by batch_size or batch_max_bytes: more work is likely waiting
 };
 
 // One batch of the pipeline. Two of them live as long as the relay, so the sink's view of
@@ -231,7 +261,6 @@ bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
   row.attempts = DatumGetInt32(values[8]);
   row.created_at = DatumGetTimestampTz(values[9]);
   row.seq = DatumGetInt64(values[10]);
-  out.max_seq = std::max<int64>(out.max_seq, row.seq);
   MemoryContextSwitchTo(old);
   receiver->bytes += row.payload.len;
   return out.count < receiver->limit && receiver->bytes < receiver->max_bytes;
@@ -282,25 +311,18 @@ class Relay {
       }
       // Under a stream of small commits every one of them wakes the relay, and a batch per
       // commit costs CPU that writers need, even when each batch finds one event (a
-      // single fast writer). While events come faster than kGatherAbovePerSecond, over
-      // kStreamWindowUs, the next batch starts outbox.min_batch_interval after the last
-      // one, so that commits gather. Slower streams, and an idle relay, send a commit at
-      // once.
+      // single fast writer). While the stream is heavy (see kGatherAbovePerSecond), the
+      // next batch starts outbox.min_batch_interval after the last one, so that commits
+      // gather. Slower streams, and an idle relay, send a commit at once.
       const TimestampTz gather_until =
           last_batch_start_ + static_cast<TimestampTz>(settings.min_batch_interval_us);
       if (gather_next_ && now < gather_until) {
         guard([&] { pg_usleep(gather_until - now); });
       }
+      const TimestampTz previous_start = last_batch_start_;
       last_batch_start_ = guard([] { return GetCurrentTimestamp(); });
       BatchResult result = run_transaction();
-      stream_events_ += result.fetched;
-      const TimestampTz window = last_batch_start_ - stream_window_start_;
-      if (window >= kStreamWindowUs) {
-        heavy_stream_ = static_cast<double>(stream_events_) * USECS_PER_SEC >=
-                        kGatherAbovePerSecond * static_cast<double>(window);
-        stream_window_start_ = last_batch_start_;
-        stream_events_ = 0;
-      }
+      measure_stream(result.fetched, last_batch_start_ - previous_start);
       gather_next_ = heavy_stream_ && !result.full;
       if (result.unavailable > 0) return back_off(result.first_error);
       failures_ = 0;
@@ -322,9 +344,22 @@ class Relay {
     }
   }
 
+  // The event rate: a moving average of what each batch found over the time since the one
+  // before (with a single time constant, each event adds 1 / kStreamRateTimeConstantUs
+  // however the batches fall). Heavy from kGatherAbovePerSecond down to half of it: a dip in
+  // one gathering interval does not bring back a batch per commit.
+  void measure_stream(int events, TimestampTz elapsed_us) {
+    if (elapsed_us <= 0) return;
+    const double sample = static_cast<double>(events) * USECS_PER_SEC / elapsed_us;
+    const double weight = 1.0 - std::exp(-elapsed_us / kStreamRateTimeConstantUs);
+    stream_rate_ += weight * (sample - stream_rate_);
+    heavy_stream_ =
+        stream_rate_ >= (heavy_stream_ ? kGatherAbovePerSecond / 2 : kGatherAbovePerSecond);
+  }
+
   // Exponential back-off with jitter; no transaction is open while it runs.
   int back_off(const std::string& error) {
-    resume_after_seq_ = -1;
+    restart_tracking();
     ++failures_;
     const double base = std::min<double>(
         settings.retry_backoff_max_ms,
@@ -458,7 +493,6 @@ class Relay {
     if (!config.has_extension || config.needs_update) {
       // A re-created extension has a new sequence: read the mark again when it is back.
       low_water_ = -1;
-      forget_resolved();
       horizon_valid_ = false;
     }
     if (!config.has_extension || config.needs_update || !config.configured) {
@@ -512,7 +546,7 @@ class Relay {
       }
       low_water_saved_ = low_water_;
       sequence_filenode_saved_ = sequence_filenode_;
-      forget_resolved();
+      restart_tracking();
     }
     if (horizon_valid_ && now - low_water_checked_at_ < kLowWaterCheckUs) return;
     low_water_checked_at_ = now;
@@ -521,26 +555,30 @@ class Relay {
         Oid types[3] = {XID8OID, INT8OID, INT8OID};
         low_water_plan_ = prepare_kept(kLowWaterSql, 3, types);
       }
-      // The walk need not visit the events this relay is known to have resolved.
-      const int64 walk_from = std::max<int64>(low_water_, resolved_to_ + 1);
-      Datum params[3] = {FullTransactionIdGetDatum(horizon_xid_), Int64GetDatum(walk_from),
+      // Below the resume point only the gaps can hold an event; past it, the first one.
+      const int64 tail_from = std::max<int64>(low_water_, resume_after_seq_ + 1);
+      Datum params[3] = {FullTransactionIdGetDatum(horizon_xid_), Int64GetDatum(tail_from),
                          Int64GetDatum(horizon_seq_)};
       int rc = SPI_execute_plan(low_water_plan_, params, nullptr, false, 1);
       if (rc != SPI_OK_SELECT || SPI_processed != 1) {
         elog(ERROR, "outbox relay: computing the low-water mark failed");
       }
       bool isnull;
-      Datum mark = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-      if (isnull) return;  // a transaction that may still commit events <= C is running
-      low_water_ = std::max<int64>(low_water_, DatumGetInt64(mark));
-      resolved_to_ = std::max<int64>(resolved_to_, low_water_ - 1);
-      resolved_to_in_transaction_ = std::max<int64>(resolved_to_in_transaction_, resolved_to_);
+      Datum tail = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+      if (isnull) {
+        // A transaction that may still commit events <= C is running: nothing can be
+        // dropped, but what committed late in the gaps is sent.
+        if (now >= gap_probe_at_) probe_gaps(now, -1);
+        return;
+      }
+      // Everything up to C is now visible: a gap up to C holds an event now or never.
+      probe_gaps(now, horizon_seq_);
+      int64 mark = DatumGetInt64(tail);
+      if (!gaps_.empty()) mark = std::min(mark, gaps_.first());
+      low_water_ = std::max(low_water_, mark);
       horizon_valid_ = false;
-      // Everything up to C is now visible. If an event at or below C and below the resume
-      // point is still waiting (it committed late, or another worker held it), the next
-      // scan starts from the mark again to find it. If not, there is nothing down there to
-      // walk over; what lies between C and the resume point is checked with the next C.
-      if (low_water_ <= horizon_seq_ && low_water_ <= resume_after_seq_) resume_after_seq_ = -1;
+    } else if (now >= gap_probe_at_) {
+      probe_gaps(now, -1);
     }
     // The next horizon: C, then N.
     if (sequence_plan_ == nullptr) sequence_plan_ = prepare_kept(kSequenceSql, 0, nullptr);
@@ -573,14 +611,61 @@ class Relay {
                                "low-water mark was %ld); scanning the queue from the start",
                                static_cast<long>(last), static_cast<long>(low_water_))));
       low_water_ = 0;
-      forget_resolved();
       low_water_saved_at_ = 0;
-      resume_after_seq_ = -1;
+      restart_tracking();
     }
     sequence_filenode_ = filenode;
     horizon_seq_ = last;
     horizon_xid_ = ReadNextFullTransactionId();
     horizon_valid_ = true;
+  }
+
+  // Runs inside guard(). Finds the events waiting in the gaps (late commits): the next fetch
+  // takes them (late_). With upto >= 0 (the horizon passed C = upto), a gap up to C
+  // that holds no event now never will, and is dropped.
+  void probe_gaps(TimestampTz now, int64 upto) {
+    gap_probe_at_ = now + static_cast<int64>(settings.poll_interval_ms) * 1000;
+    late_.clear();
+    if (gaps_.empty()) return;
+    if (probe_plan_ == nullptr) probe_plan_ = prepare_kept(kProbeGapsSql, 3, kProbeGapsTypes);
+    const auto& gaps = gaps_.intervals();
+    const int n = static_cast<int>(gaps.size());
+    Datum* lo = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+    Datum* hi = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+    for (int k = 0; k < n; ++k) {
+      lo[k] = Int64GetDatum(gaps[k].lo);
+      hi[k] = Int64GetDatum(gaps[k].hi);
+    }
+    const int64 limit = settings.batch_size;
+    Datum params[3] = {PointerGetDatum(construct_array(lo, n, INT8OID, 8, true, TYPALIGN_DOUBLE)),
+                       PointerGetDatum(construct_array(hi, n, INT8OID, 8, true, TYPALIGN_DOUBLE)),
+                       Int64GetDatum(limit)};
+    // Not read-only: it needs a snapshot of its own, taken after the horizon passed.
+    if (SPI_execute_plan(probe_plan_, params, nullptr, false, 0) != SPI_OK_SELECT) {
+      elog(ERROR, "outbox relay: probing the gaps failed");
+    }
+    std::vector<std::vector<int64>> found(n);
+    for (uint64 r = 0; r < SPI_processed; ++r) {
+      bool isnull;
+      const int64 i =
+          DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
+      const int64 seq =
+          DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &isnull));
+      if (i >= 1 && i <= n) found[i - 1].push_back(seq);
+      late_.push_back(seq);
+    }
+    std::sort(late_.begin(), late_.end());
+    if (late_.size() > static_cast<size_t>(limit)) late_.resize(limit);  // the rest: next time
+    if (upto < 0) return;
+    std::vector<SeqGaps::Interval> kept;
+    for (int k = 0; k < n && gaps[k].lo <= upto; ++k) {
+      std::vector<int64>& seqs = found[k];
+      std::sort(seqs.begin(), seqs.end());
+      for (int64 seq : seqs) kept.push_back({seq, seq});
+      // The probe stopped at its limit: past its last find, this gap is still unknown.
+      if (static_cast<int64>(seqs.size()) >= limit) kept.push_back({seqs.back() + 1, gaps[k].hi});
+    }
+    gaps_.replace_up_to(upto, kept);
   }
 
   // Runs inside guard(), at the end of the batch transaction: the row lock on
@@ -634,14 +719,15 @@ class Relay {
   }
 
   // Fetches the next batch. The first of a transaction also moves the low-water mark, looks
-  // for retries, and may start from the mark again (resume_after_seq_ = -1). The later
-  // ones only continue after the rows already fetched: those are locked by this
-  // transaction, and FOR UPDATE SKIP LOCKED would return them again.
+  // for retries, and takes the late events a probe of the gaps found. The later ones only
+  // continue after the rows already fetched: those are locked by this transaction, and FOR
+  // UPDATE SKIP LOCKED would return them again.
   void fetch(Batch& batch, bool first_of_transaction) {
     guard([&] {
       if (fetch_new_plan_ == nullptr) {
         fetch_new_plan_ = prepare_kept(kFetchNewSql, 3, kFetchNewTypes);
         fetch_retry_plan_ = prepare_kept(kFetchRetrySql, 2, kFetchRetryTypes);
+        fetch_late_plan_ = prepare_kept(kFetchLateSql, 3, kFetchLateTypes);
       }
       const int limit = settings.batch_size;
       const int64 max_bytes = settings.batch_max_bytes;
@@ -650,7 +736,7 @@ class Relay {
       MemoryContextReset(batch.memory);  // an empty batch was never finished
       Fetched& out = batch.fetched;
       out = Fetched{static_cast<Row*>(MemoryContextAllocZero(batch.memory, sizeof(Row) * limit)), 0,
-                    -1, false, 0};
+                    false};
       int64 bytes = 0;
 
       // Retries first: they are the oldest events. Looked for when one of ours is due, and
@@ -661,23 +747,39 @@ class Relay {
         const bool more_due = out.count == limit || bytes >= max_bytes;
         retry_check_at_ =
             more_due ? now : now + static_cast<int64>(settings.poll_interval_ms) * 1000;
-        out.max_seq = -1;
       }
 
-      if (first_of_transaction &&
-          now - last_full_scan_ >= static_cast<int64>(settings.poll_interval_ms) * 1000) {
-        resume_after_seq_ = -1;  // the low-water mark may be held back: look below anyway
+      const TimestampTz future = now + kFuturePartitionsAfterUs;
+      if (first_of_transaction && !late_.empty() && out.count < limit && bytes < max_bytes) {
+        const int n = static_cast<int>(late_.size());
+        Datum* seqs = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+        for (int k = 0; k < n; ++k) seqs[k] = Int64GetDatum(late_[k]);
+        const Datum params[3] = {
+            Int64GetDatum(limit - out.count),
+            PointerGetDatum(construct_array(seqs, n, INT8OID, 8, true, TYPALIGN_DOUBLE)),
+            TimestampTzGetDatum(future)};
+        const int from = out.count;
+        append_rows(fetch_late_plan_, 3, params, kFetchLateTypes, batch, limit, bytes, max_bytes);
+        for (int k = from; k < out.count; ++k) late_fetched_.push_back(out.rows[k].seq);
+        late_.clear();  // what was not taken (locked elsewhere, or no room) is found again
       }
-      if (resume_after_seq_ < 0) last_full_scan_ = now;
+
+      // New events continue after the resume point; what they pass over becomes gaps.
       const int64 start = std::max<int64>(low_water_, resume_after_seq_ + 1);
-      out.new_from = out.count;
+      int64 last = start - 1;
       if (out.count < limit && bytes < max_bytes) {
         const Datum params[3] = {Int64GetDatum(limit - out.count), Int64GetDatum(start),
-                                 TimestampTzGetDatum(now + kFuturePartitionsAfterUs)};
+                                 TimestampTzGetDatum(future)};
+        const int from = out.count;
         append_rows(fetch_new_plan_, 3, params, kFetchNewTypes, batch, limit, bytes, max_bytes);
+        for (int k = from; k < out.count; ++k) {
+          const int64 seq = out.rows[k].seq;
+          if (seq > last + 1) passed_over_.push_back({last + 1, seq - 1});
+          last = seq;
+        }
       }
       out.full = out.count == limit || bytes >= max_bytes;
-      resume_after_seq_ = std::max(resume_after_seq_, out.max_seq);
+      resume_after_seq_ = std::max(resume_after_seq_, last);
     });
   }
 
@@ -838,29 +940,25 @@ class Relay {
           break;
       }
     }
-    // What is resolved grows over this batch's new events as long as they follow on without
-    // a gap (a gap may be an event that commits later, or one another worker holds) and
-    // none waits to be sent again. It counts once this transaction commits.
-    for (int i = fetched.new_from; i < fetched.count; ++i) {
-      if (fetched.rows[i].seq != resolved_to_in_transaction_ + 1 ||
-          batch.outcomes[i].delivery == sinks::Delivery::kUnavailable) {
-        break;
-      }
-      ++resolved_to_in_transaction_;
-    }
     batch.messages.clear();
     guard([&] { MemoryContextReset(batch.memory); });
   }
 
-  // After the low-water mark was read or reset: nothing above it is known resolved.
-  void forget_resolved() { resolved_to_ = resolved_to_in_transaction_ = low_water_ - 1; }
+  // After a failure, or when the low-water mark was read or reset: the next fetch starts
+  // from the mark, and nothing above it is known resolved.
+  void restart_tracking() {
+    resume_after_seq_ = -1;
+    gaps_.clear();
+    late_.clear();
+  }
 
   // One transaction: a batch, or, while they come full, a pipeline of up to
   // kMaxBatchesPerTransaction: batch k+1 is fetched and started before batch k is finished
   // and marked. It stops at the first batch with a sink failure.
   BatchResult run_transaction() {
     BatchResult result;
-    resolved_to_in_transaction_ = resolved_to_;
+    passed_over_.clear();
+    late_fetched_.clear();
     begin_transaction("outbox relay: fetching");
     Batch* current = &batches_[0];
     Batch* next = &batches_[1];
@@ -888,7 +986,12 @@ class Relay {
     }
     guard([&] { save_low_water(GetCurrentTimestamp()); });
     commit_transaction();
-    resolved_to_ = resolved_to_in_transaction_;
+    // Committed: the late events fetched are resolved, and what the new ones passed over
+    // becomes gaps. (After a sink failure, back_off() restarts from the mark instead.)
+    if (result.unavailable == 0) {
+      for (const SeqGaps::Interval& gap : passed_over_) gaps_.add(gap.lo, gap.hi);
+      for (int64 seq : late_fetched_) gaps_.remove(seq);
+    }
     if (result.fetched == 0) return result;
 
     const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
@@ -934,6 +1037,8 @@ class Relay {
   WorkerCounters counters_{};
   SPIPlanPtr fetch_new_plan_ = nullptr;
   SPIPlanPtr fetch_retry_plan_ = nullptr;
+  SPIPlanPtr fetch_late_plan_ = nullptr;
+  SPIPlanPtr probe_plan_ = nullptr;
   SPIPlanPtr low_water_plan_ = nullptr;
   SPIPlanPtr save_plan_ = nullptr;
   SPIPlanPtr sequence_plan_ = nullptr;
@@ -942,12 +1047,16 @@ class Relay {
   int64 low_water_saved_ = -1;
   TimestampTz low_water_saved_at_ = 0;
   TimestampTz low_water_checked_at_ = 0;
-  // Every event with seq in [low_water_, resolved_to_] was fetched by this relay and is
-  // published, dead-lettered or waiting for a retry, by transactions that committed: the
-  // low-water walk starts after them instead of visiting each again (a backlog's walk then
-  // reads one row). Events of this relay's open transaction count only once it commits.
-  int64 resolved_to_ = -2;
-  int64 resolved_to_in_transaction_ = -2;
+  // Below the resume point, every event from the mark up is resolved by this relay
+  // (published, dead-lettered or waiting for a retry, in transactions that committed),
+  // except in the gaps. The open transaction's share counts once it commits: the values
+  // its new events passed over, and the late events it took.
+  SeqGaps gaps_{kMaxGapIntervals};
+  std::vector<SeqGaps::Interval> passed_over_;
+  std::vector<int64> late_fetched_;
+  // Late events found by the last probe, for the next fetch; when gaps are probed.
+  std::vector<int64> late_;
+  TimestampTz gap_probe_at_ = 0;
   bool horizon_valid_ = false;
   int64 horizon_seq_ = 0;
   FullTransactionId horizon_xid_{};
@@ -958,11 +1067,9 @@ class Relay {
   int64 resume_after_seq_ = -1;
   TimestampTz last_batch_start_ = 0;
   bool gather_next_ = false;
-  // The event rate over the last window of at least kStreamWindowUs.
-  TimestampTz stream_window_start_ = 0;
-  int64 stream_events_ = 0;
+  // Events per second (see measure_stream).
+  double stream_rate_ = 0;
   bool heavy_stream_ = false;
-  TimestampTz last_full_scan_ = 0;
   boost::container::flat_map<Oid, SPIPlanPtr> mark_plans_;
   boost::container::flat_map<Oid, SPIPlanPtr> reject_plans_;
   Batch batches_[2];
