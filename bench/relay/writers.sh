@@ -15,30 +15,44 @@
 #             pg_notify('outbox_events', id) (the hand-made alternative to the latch); a
 #             session LISTENs and consumes the notifications, as a relay woken by NOTIFY
 #             would
-# Interleaved rounds (the order of the variants rotates); median tps; loss = 1 - the median
-# of the per-round ratios against "wake off". Alongside: the relay's CPU (utime + stime of
-# its process) and its batches per second in each run.
+# Interleaved rounds; median tps; loss = 1 - the median of the per-round ratios against
+# "wake off". Alongside: the relay's CPU (utime + stime of its process) and its batches per
+# second in each run, and the spread of the ratios (quartiles).
 #
-#   bash bench/relay/writers.sh          # 5 rounds x 5 s per variant and client count, ~5 min
-#   QUICK=1 bash bench/relay/writers.sh  # 3 rounds x 2 s, ~1.5 min
-# ROUNDS, SECONDS_PER_RUN, CLIENTS override. GATHER_MS="50 100" adds a "wake on" variant per
-# value, run with outbox.min_batch_interval set to it (ALTER SYSTEM and a reload before each
-# of its runs), interleaved with the others.
+# The order of the variants is balanced for carry-over: round r runs rotation r of the
+# variant list, and every second cycle of rotations runs them mirrored, so that over each
+# 2 x (number of variants) rounds every variant follows every other one equally often. (A
+# plain rotation had "wake on" follow the NOTIFY run, whose listener is still draining its
+# notifications, twice as often as "wake off" did.) Each run starts after a pause of
+# SETTLE_S seconds (1) in which the relay drains what the last run left.
+#
+# The machine is noisy: two identical variants differ by up to 10 % in one round. AA=1
+# runs a control instead: the "wake on" slot runs with the wake-up off too, so its "loss"
+# is the benchmark's own error for the same number of rounds.
+#
+#   bash bench/relay/writers.sh          # 12 rounds x 5 s per variant and client count, ~12 min
+#   QUICK=1 bash bench/relay/writers.sh  # 6 rounds x 2 s, ~2.5 min
+# ROUNDS, SECONDS_PER_RUN, SETTLE_S, CLIENTS override. GATHER_MS="20 100" adds a "wake on"
+# variant per value, run with outbox.min_batch_interval set to it (ALTER SYSTEM and a reload
+# before each of its runs), interleaved with the others.
 set -euo pipefail
 # shellcheck source=bench/relay/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 if [ "$QUICK" = 1 ]; then
-  ROUNDS=${ROUNDS:-3}; SECONDS_PER_RUN=${SECONDS_PER_RUN:-2}
+  ROUNDS=${ROUNDS:-6}; SECONDS_PER_RUN=${SECONDS_PER_RUN:-2}
 else
-  ROUNDS=${ROUNDS:-5}; SECONDS_PER_RUN=${SECONDS_PER_RUN:-5}
+  ROUNDS=${ROUNDS:-12}; SECONDS_PER_RUN=${SECONDS_PER_RUN:-5}
 fi
 CLIENTS=${CLIENTS:-"1 8 32"}
+SETTLE_S=${SETTLE_S:-1}
+AA=${AA:-0}
 
 relay_header "writers: pgbench throughput with the relay's wake-up at commit on / off / NOTIFY trigger"
 relay_start 56303 "${RELAY_SETTINGS:-}"
 echo "   cluster 127.0.0.1:$BENCH_PORT ($BENCH_WORK), relay pid $RELAY_PID"
-echo "   rounds=$ROUNDS, $SECONDS_PER_RUN s per run, clients: $CLIENTS"
+echo "   rounds=$ROUNDS, $SECONDS_PER_RUN s per run after ${SETTLE_S} s of settling, clients: $CLIENTS"
+[ "$AA" = 1 ] && echo "   AA=1: control run, the 'wake on' slot runs with the wake-up off"
 
 sql -o /dev/null <<'SQL'
 SELECT outbox.configure_sink('null');
@@ -84,6 +98,10 @@ declare -A FILE=([on]=plain [off]=plain [notify]=notify)
 declare -A OPTS=([on]="" [off]="-c outbox.wake_at_commit=off" [notify]="-c outbox.wake_at_commit=off")
 declare -A LABEL=([on]="wake at commit on (default)" [off]="wake at commit off (poll 1 s)"
                   [notify]="wake off + NOTIFY-per-commit trigger")
+if [ "$AA" = 1 ]; then
+  OPTS[on]=${OPTS[off]}
+  LABEL[on]="control: wake off again"
+fi
 declare -A INTERVAL_US=()
 for ms in ${GATHER_MS:-}; do
   VARIANTS="$VARIANTS on$ms"
@@ -126,9 +144,12 @@ for c in $CLIENTS; do
   for r in $(seq 1 "$ROUNDS"); do
     printf '   clients=%s round %s/%s:' "$c" "$r" "$ROUNDS"
     for k in $(seq 0 $((n - 1))); do
-      v=${vlist[$(((k + r - 1) % n))]}
+      # Rotation r - 1; mirrored in every second cycle of n rounds.
+      if [ $((((r - 1) / n) % 2)) = 1 ]; then pos=$((n - 1 - k)); else pos=$k; fi
+      v=${vlist[$(((pos + r - 1) % n))]}
       out="$BENCH_WORK/out.$v.$c.$r"
       [ -z "${GATHER_MS:-}" ] || set_interval "$v"
+      sleep "$SETTLE_S"
       t0=$(relay_cpu_ticks); b0=$(relay_batches)
       if ! as_postgres env PGOPTIONS="${OPTS[$v]}" pgbench -h "$BENCH_WORK" -p "$BENCH_PORT" -n -M prepared \
            -c "$c" -j "$j" -T "$SECONDS_PER_RUN" -f "$BENCH_WORK/${FILE[$v]}.sql" "$BENCH_DB" >"$out" 2>&1; then
@@ -153,21 +174,26 @@ vals() {  # CLIENTS VARIANT FIELD
 }
 echo
 echo "-- results: median tps over $ROUNDS rounds of ${SECONDS_PER_RUN}s; vs off = median of the per-round"
-echo "   ratios to 'wake off'; relay CPU = the relay process's CPU time / run time; batches/s = the relay's"
+echo "   ratios to 'wake off' (q1 / q3: their quartiles); relay CPU = the relay process's CPU time / run"
+echo "   time; batches/s = the relay's"
 declare -A REL
 for c in $CLIENTS; do
   echo
   echo "   clients=$c"
-  printf '   %-40s %9s %9s %9s %9s %10s %10s\n' variant "tps(med)" min max "vs off" "relay CPU" "batches/s"
+  printf '   %-40s %9s %9s %9s %9s %7s %7s %10s %10s\n' variant "tps(med)" min max "vs off" q1 q3 "relay CPU" "batches/s"
   for v in $VARIANTS; do
     med=$(vals "$c" "$v" 4 | median)
     min=$(vals "$c" "$v" 4 | sort -g | head -n 1)
     max=$(vals "$c" "$v" 4 | sort -g | tail -n 1)
-    rat=$(awk -v c="$c" -v v="$v" '$1 == c && $3 == v { t[$2] = $4 } $1 == c && $3 == "off" { s[$2] = $4 }
-          END { for (r in t) if (r in s) print t[r] / s[r] }' "$results" | median)
+    ratios=$(awk -v c="$c" -v v="$v" '$1 == c && $3 == v { t[$2] = $4 } $1 == c && $3 == "off" { s[$2] = $4 }
+             END { for (r in t) if (r in s) print t[r] / s[r] }' "$results" | sort -g)
+    rat=$(median <<<"$ratios")
+    q1=$(awk '{ v[NR] = $1 } END { print v[int((NR + 3) / 4)] }' <<<"$ratios")
+    q3=$(awk '{ v[NR] = $1 } END { print v[int((3 * NR + 3) / 4)] }' <<<"$ratios")
     REL[$c.$v]=$rat
-    printf '   %-40s %9.0f %9.0f %9.0f %+8.1f%% %9.0f%% %10.0f\n' "${LABEL[$v]}" "$med" "$min" "$max" \
-      "$(awk -v x="$rat" 'BEGIN { print 100 * (x - 1) }')" "$(vals "$c" "$v" 5 | median)" "$(vals "$c" "$v" 6 | median)"
+    printf '   %-40s %9.0f %9.0f %9.0f %+8.1f%% %+6.1f%% %+6.1f%% %9.0f%% %10.0f\n' "${LABEL[$v]}" "$med" "$min" "$max" \
+      "$(awk -v x="$rat" 'BEGIN { print 100 * (x - 1) }')" "$(awk -v x="$q1" 'BEGIN { print 100 * (x - 1) }')" \
+      "$(awk -v x="$q3" 'BEGIN { print 100 * (x - 1) }')" "$(vals "$c" "$v" 5 | median)" "$(vals "$c" "$v" 6 | median)"
   done
 done
 
@@ -176,7 +202,9 @@ echo "-- targets"
 for c in $CLIENTS; do
   x=${REL[$c.on]}
   loss=$(awk -v x="$x" 'BEGIN { printf "%.1f", 100 * (1 - x) }')
-  if [ "$c" = 32 ]; then
+  if [ "$AA" = 1 ]; then
+    echo "   clients=$c: control (wake off in both slots): 'loss' $loss % -- the benchmark's error"
+  elif [ "$c" = 32 ]; then
     verdict "clients=32: wake at commit costs at most 3 % of writer throughput (measured loss $loss %)" \
       "$(awk -v x="$x" 'BEGIN { print (x >= 0.97) ? 1 : 0 }')"
   else
