@@ -165,9 +165,14 @@ for c in $CLIENTS; do
     echo
   done
 done
-left=$(sqlv "SELECT count(*) FROM outbox.events WHERE published_at IS NULL")
+# The last run may have had the wake-up off: give the relay up to 10 s (its poll is 1 s).
+for _ in $(seq 100); do
+  left=$(sqlv "SELECT count(*) FROM outbox.events WHERE published_at IS NULL")
+  [ "$left" = 0 ] && break
+  sleep 0.1
+done
 total=$(sqlv "SELECT count(*) FROM outbox.events")
-echo "   (events written: $total; still unpublished at the end: $left)"
+echo "   (events written: $total; unpublished after waiting up to 10 s: $left)"
 
 vals() {  # CLIENTS VARIANT FIELD
   awk -v c="$1" -v v="$2" -v f="$3" '$1 == c && $3 == v { print $f }' "$results"
