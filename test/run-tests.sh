@@ -29,7 +29,18 @@ suite() {
 }
 
 work=$(make_workdir)
-trap 'rm -rf "$work"' EXIT
+# An interrupted run (or a TAP script killed before its END block stops its nodes) can
+# leave servers running in $work: stop them before removing it.
+cleanup() {
+  local pid_file
+  while IFS= read -r pid_file; do
+    as_postgres pg_ctl -D "$(dirname "$pid_file")" -m immediate -w stop >/dev/null 2>&1 || true
+  done < <(find "$work" -name postmaster.pid 2>/dev/null)
+  # A server's last children may still be leaving its directory: try once more.
+  rm -rf "$work" 2>/dev/null || { sleep 1; rm -rf "$work"; }
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 # A copy the postgres user can read and write: test sources, expected output, results.
 cp -a "$repo/sql" "$repo/expected" "$repo/test" "$work/"
 [ "$(id -u)" = 0 ] && chown -R postgres: "$work"
