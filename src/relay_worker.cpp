@@ -69,15 +69,18 @@ PGDLLEXPORT void outbox_relay_main(Datum arg);
 namespace outbox::pg {
 namespace {
 
+// What every fetch returns, in the order receive_row() reads it.
+#define OUTBOX_FETCH_FROM                                                                 \
+  "SELECT tableoid, ctid, id::text, aggregatetype::text, aggregateid::text, type::text, " \
+  "       payload::text, headers, attempts, created_at, seq "                             \
+  "  FROM outbox.events "
+
 // New events, from the low-water mark up ($2), in insert order (index events_queue).
 //
 // $2 is normally above the mark: after the last event fetched (the resume point). A row
 // that commits late below it is in the gaps (see the top of this file), and fetched by
 // kFetchLateSql.
-constexpr const char* kFetchNewSql =
-    "SELECT tableoid, ctid, id::text, aggregatetype::text, aggregateid::text, type::text, "
-    "       payload::text, headers, attempts, created_at, seq "
-    "  FROM outbox.events "
+constexpr const char* kFetchNewSql = OUTBOX_FETCH_FROM
     " WHERE seq >= $2 AND published_at IS NULL AND dead_at IS NULL AND next_attempt_at IS NULL "
     "   AND part_at < $3 "
     " ORDER BY seq LIMIT $1 "
@@ -90,19 +93,13 @@ constexpr const char* kFetchNewSql =
 constexpr int64 kFuturePartitionsAfterUs = 60 * USECS_PER_SEC;
 constexpr Oid kFetchNewTypes[3] = {INT8OID, INT8OID, TIMESTAMPTZOID};
 // Events whose retry time has come (index events_retry).
-constexpr const char* kFetchRetrySql =
-    "SELECT tableoid, ctid, id::text, aggregatetype::text, aggregateid::text, type::text, "
-    "       payload::text, headers, attempts, created_at, seq "
-    "  FROM outbox.events "
+constexpr const char* kFetchRetrySql = OUTBOX_FETCH_FROM
     " WHERE next_attempt_at <= $2 AND published_at IS NULL AND dead_at IS NULL "
     " ORDER BY seq LIMIT $1 "
     "   FOR UPDATE SKIP LOCKED";
 constexpr Oid kFetchRetryTypes[2] = {INT8OID, TIMESTAMPTZOID};
 // Late events: the ones a probe of the gaps found ($2).
-constexpr const char* kFetchLateSql =
-    "SELECT tableoid, ctid, id::text, aggregatetype::text, aggregateid::text, type::text, "
-    "       payload::text, headers, attempts, created_at, seq "
-    "  FROM outbox.events "
+constexpr const char* kFetchLateSql = OUTBOX_FETCH_FROM
     " WHERE seq = ANY($2) AND published_at IS NULL AND dead_at IS NULL "
     "   AND next_attempt_at IS NULL AND part_at < $3 "
     " ORDER BY seq LIMIT $1 "
