@@ -121,6 +121,9 @@ constexpr Oid kProbeGapsTypes[3] = {INT8ARRAYOID, INT8ARRAYOID, INT8OID};
 // More gaps than this merge (a wider gap costs a wider probe): a probe reads every
 // partition's index once per gap.
 constexpr std::size_t kMaxGapIntervals = 64;
+// While the mark is held, gaps of at most this many values in all are probed at every
+// check, wider ones every poll_interval (a probe reads every row its gaps cover).
+constexpr int64 kEagerProbeMaxWidth = 256;
 // The highest sequence value handed out so far; whether the sequence caches values (then a
 // value below it can still be handed out later, and the mark must not move); and its file
 // (a new one after ALTER SEQUENCE ... RESTART or TRUNCATE ... RESTART IDENTITY).
@@ -325,7 +328,18 @@ class Relay {
       failures_ = 0;
       counters_.backoff_until = 0;
       publish(WorkerState::kIdle);
-      return result.full ? 0 : settings.poll_interval_ms;
+      if (result.full) return 0;
+      // A commit woke this pass, but the check that finds late events in the gaps was
+      // skipped (the last one was too recent): come back when it is due, not after
+      // poll_interval, or a late commit could wait that long.
+      if (check_skipped_ && !gaps_.empty()) {
+        const TimestampTz due = low_water_checked_at_ + kLowWaterCheckUs;
+        const TimestampTz now_after = guard([] { return GetCurrentTimestamp(); });
+        return std::min<int>(
+            settings.poll_interval_ms,
+            static_cast<int>(std::max<TimestampTz>(0, due - now_after) / 1000) + 1);
+      }
+      return settings.poll_interval_ms;
     } catch (const PgError& e) {
       abort_transaction();
       guard([&] {
@@ -545,7 +559,11 @@ class Relay {
       sequence_filenode_saved_ = sequence_filenode_;
       restart_tracking();
     }
-    if (horizon_valid_ && now - low_water_checked_at_ < kLowWaterCheckUs) return;
+    if (horizon_valid_ && now - low_water_checked_at_ < kLowWaterCheckUs) {
+      check_skipped_ = true;
+      return;
+    }
+    check_skipped_ = false;
     low_water_checked_at_ = now;
     if (horizon_valid_) {
       if (low_water_plan_ == nullptr) {
@@ -564,8 +582,10 @@ class Relay {
       Datum tail = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
       if (isnull) {
         // A transaction that may still commit events <= C is running: nothing can be
-        // dropped, but what committed late in the gaps is sent.
-        if (now >= gap_probe_at_) probe_gaps(now, -1);
+        // dropped, but what committed late in the gaps is sent. Narrow gaps (the usual
+        // case: a few commits in flight, the long transaction's own events) are probed at
+        // every check; wide ones, which may cover many published rows, every poll_interval.
+        if (now >= gap_probe_at_ || gaps_.width() <= kEagerProbeMaxWidth) probe_gaps(now, -1);
         return;
       }
       // Everything up to C is now visible: a gap up to C holds an event now or never.
@@ -1044,6 +1064,8 @@ class Relay {
   int64 low_water_saved_ = -1;
   TimestampTz low_water_saved_at_ = 0;
   TimestampTz low_water_checked_at_ = 0;
+  // The last pass skipped the check because the one before was too recent.
+  bool check_skipped_ = false;
   // Below the resume point, every event from the mark up is resolved by this relay
   // (published, dead-lettered or waiting for a retry, in transactions that committed),
   // except in the gaps. The open transaction's share counts once it commits: the values

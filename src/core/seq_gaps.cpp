@@ -52,6 +52,12 @@ void SeqGaps::replace_up_to(int64_t upto, const std::vector<Interval>& kept) {
   for (const Interval& i : above) add(i.lo, i.hi);
 }
 
+int64_t SeqGaps::width() const {
+  int64_t sum = 0;
+  for (const Interval& i : intervals_) sum += i.hi - i.lo + 1;
+  return sum;
+}
+
 // Merges the two intervals with the smallest distance between them until few enough remain.
 void SeqGaps::fit() {
   while (intervals_.size() > max_intervals_) {

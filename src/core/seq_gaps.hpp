@@ -34,6 +34,8 @@ class SeqGaps {
   void clear() { intervals_.clear(); }
 
   bool empty() const { return intervals_.empty(); }
+  // How many values the gaps hold.
+  int64_t width() const;
   int64_t first() const { return intervals_.front().lo; }
   const std::vector<Interval>& intervals() const { return intervals_; }
 

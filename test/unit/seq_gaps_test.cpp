@@ -30,6 +30,7 @@ TEST(SeqGaps, AddJoinsTouchingAndOverlappingIntervals) {
   gaps.add(0, 30);
   EXPECT_EQ(show(gaps), "0-30");
   EXPECT_EQ(gaps.first(), 0);
+  EXPECT_EQ(gaps.width(), 31);
 }
 
 TEST(SeqGaps, RemoveSplits) {
