@@ -36,15 +36,8 @@ relay_start 56305
 echo "   cluster 127.0.0.1:$BENCH_PORT ($BENCH_WORK), relay pid $RELAY_PID"
 echo "   rounds=$ROUNDS, $SECONDS_PER_RUN s per run"
 
-sql -o /dev/null <<'SQL'
-SELECT outbox.configure_sink('null');
-CREATE TABLE orders (
-    id          bigserial     PRIMARY KEY,
-    customer_id bigint        NOT NULL,
-    total       numeric(12,2) NOT NULL,
-    created_at  timestamptz   NOT NULL DEFAULT now()
-);
-SQL
+sqlv "SELECT outbox.configure_sink('null')" >/dev/null
+orders_table_sql | sql -o /dev/null
 bench_file writer.sql >/dev/null <<'EOF2'
 \set cid random(1, 1000000)
 BEGIN;

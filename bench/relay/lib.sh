@@ -165,6 +165,19 @@ mock_cmd() {
   tail -n 1 "$BENCH_WORK/mock.out"
 }
 
+# orders_table_sql: the business table of the writer benchmarks (writers.sh,
+# late_commits.sh): each writer transaction inserts an order and enqueues its event.
+orders_table_sql() {
+  cat <<'SQL'
+CREATE TABLE orders (
+    id          bigserial     PRIMARY KEY,
+    customer_id bigint        NOT NULL,
+    total       numeric(12,2) NOT NULL,
+    created_at  timestamptz   NOT NULL DEFAULT now()
+);
+SQL
+}
+
 # relay_header TITLE: bench_header plus what the relay benchmarks add.
 relay_header() {
   bench_header "$1"

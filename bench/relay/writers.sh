@@ -54,14 +54,9 @@ echo "   cluster 127.0.0.1:$BENCH_PORT ($BENCH_WORK), relay pid $RELAY_PID"
 echo "   rounds=$ROUNDS, $SECONDS_PER_RUN s per run after ${SETTLE_S} s of settling, clients: $CLIENTS"
 [ "$AA" = 1 ] && echo "   AA=1: control run, the 'wake on' slot runs with the wake-up off"
 
+sqlv "SELECT outbox.configure_sink('null')" >/dev/null
+orders_table_sql | sql -o /dev/null
 sql -o /dev/null <<'SQL'
-SELECT outbox.configure_sink('null');
-CREATE TABLE orders (
-    id          bigserial     PRIMARY KEY,
-    customer_id bigint        NOT NULL,
-    total       numeric(12,2) NOT NULL,
-    created_at  timestamptz   NOT NULL DEFAULT now()
-);
 CREATE TABLE orders_notify (LIKE orders INCLUDING ALL);
 CREATE SEQUENCE orders_notify_id_seq OWNED BY orders_notify.id;
 ALTER TABLE orders_notify ALTER COLUMN id SET DEFAULT nextval('orders_notify_id_seq');
