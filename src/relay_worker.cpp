@@ -31,7 +31,8 @@
 // gaps up to C that hold nothing), and never by walking again over what was just published
 // (under a stream of concurrent commits, that walk was most of a batch's cost).
 // A long transaction holds xmin back and so holds the mark; nothing is skipped: the gaps
-// are then probed every outbox.poll_interval. Events waiting for a retry have
+// are still probed at every check while narrow (kEagerProbeMaxWidth), else every
+// outbox.poll_interval. Events waiting for a retry have
 // next_attempt_at set and their own partial index; they do not hold the mark.
 #include <algorithm>
 #include <cmath>
@@ -264,6 +265,11 @@ bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
   MemoryContextSwitchTo(old);
   receiver->bytes += row.payload.len;
   return out.count < receiver->limit && receiver->bytes < receiver->max_bytes;
+}
+
+// An int8[] of n values (Int64GetDatum). Runs inside guard().
+Datum int8_array(Datum* values, int n) {
+  return PointerGetDatum(construct_array(values, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
 }
 
 void receiver_nothing(DestReceiver*) {}
@@ -540,23 +546,12 @@ class Relay {
     return plan;
   }
 
-  // Runs inside guard(), in the batch transaction, before the fetch. Moves the low-water
-  // mark (see the top of this file) at most every kLowWaterCheckUs.
+  // In the batch transaction, before the fetch. Moves the low-water mark (see the top of
+  // this file) at most every kLowWaterCheckUs. Its PostgreSQL calls run under guard(); the
+  // gaps (C++ containers) are changed outside it.
   void advance_low_water(TimestampTz now) {
     if (low_water_ < 0) {
-      int rc = SPI_execute("SELECT low_water, seq_filenode FROM outbox.relay_state", true, 1);
-      if (rc != SPI_OK_SELECT) elog(ERROR, "outbox relay: reading outbox.relay_state failed");
-      low_water_ = 0;
-      sequence_filenode_ = InvalidOid;
-      if (SPI_processed == 1) {
-        bool isnull;
-        Datum value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-        if (!isnull) low_water_ = DatumGetInt64(value);
-        value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
-        if (!isnull) sequence_filenode_ = DatumGetObjectId(value);
-      }
-      low_water_saved_ = low_water_;
-      sequence_filenode_saved_ = sequence_filenode_;
+      guard([&] { read_low_water(); });
       restart_tracking();
     }
     if (horizon_valid_ && now - low_water_checked_at_ < kLowWaterCheckUs) {
@@ -566,38 +561,70 @@ class Relay {
     check_skipped_ = false;
     low_water_checked_at_ = now;
     if (horizon_valid_) {
-      if (low_water_plan_ == nullptr) {
-        Oid types[3] = {XID8OID, INT8OID, INT8OID};
-        low_water_plan_ = prepare_kept(kLowWaterSql, 3, types);
-      }
-      // Below the resume point only the gaps can hold an event; past it, the first one.
-      const int64 tail_from = std::max<int64>(low_water_, resume_after_seq_ + 1);
-      Datum params[3] = {FullTransactionIdGetDatum(horizon_xid_), Int64GetDatum(tail_from),
-                         Int64GetDatum(horizon_seq_)};
-      int rc = SPI_execute_plan(low_water_plan_, params, nullptr, false, 1);
-      if (rc != SPI_OK_SELECT || SPI_processed != 1) {
-        elog(ERROR, "outbox relay: computing the low-water mark failed");
-      }
-      bool isnull;
-      Datum tail = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-      if (isnull) {
-        // A transaction that may still commit events <= C is running: nothing can be
-        // dropped, but what committed late in the gaps is sent. Narrow gaps (the usual
-        // case: a few commits in flight, the long transaction's own events) are probed at
-        // every check; wide ones, which may cover many published rows, every poll_interval.
+      // NULL while a transaction that may still commit events <= C runs.
+      bool passed = false;
+      const int64 tail = guard([&] { return first_new_after_resume_point(passed); });
+      if (!passed) {
+        // Nothing can be dropped, but what committed late in the gaps is sent. Narrow gaps
+        // (the usual case: a few commits in flight, the long transaction's own events) are
+        // probed at every check; wide ones, which may cover many published rows, every
+        // poll_interval.
         if (now >= gap_probe_at_ || gaps_.width() <= kEagerProbeMaxWidth) probe_gaps(now, -1);
         return;
       }
       // Everything up to C is now visible: a gap up to C holds an event now or never.
       probe_gaps(now, horizon_seq_);
-      int64 mark = DatumGetInt64(tail);
+      int64 mark = tail;
       if (!gaps_.empty()) mark = std::min(mark, gaps_.first());
       low_water_ = std::max(low_water_, mark);
       horizon_valid_ = false;
     } else if (now >= gap_probe_at_) {
       probe_gaps(now, -1);
     }
-    // The next horizon: C, then N.
+    if (guard([&] { return read_horizon(); })) restart_tracking();
+  }
+
+  // Runs inside guard(): the saved mark, when the relay starts or the extension came back.
+  void read_low_water() {
+    int rc = SPI_execute("SELECT low_water, seq_filenode FROM outbox.relay_state", true, 1);
+    if (rc != SPI_OK_SELECT) elog(ERROR, "outbox relay: reading outbox.relay_state failed");
+    low_water_ = 0;
+    sequence_filenode_ = InvalidOid;
+    if (SPI_processed == 1) {
+      bool isnull;
+      Datum value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+      if (!isnull) low_water_ = DatumGetInt64(value);
+      value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+      if (!isnull) sequence_filenode_ = DatumGetObjectId(value);
+    }
+    low_water_saved_ = low_water_;
+    sequence_filenode_saved_ = sequence_filenode_;
+  }
+
+  // Runs inside guard(). With the horizon passed (passed = true): the first new unpublished
+  // event past the resume point up to C, or C + 1.
+  int64 first_new_after_resume_point(bool& passed) {
+    if (low_water_plan_ == nullptr) {
+      Oid types[3] = {XID8OID, INT8OID, INT8OID};
+      low_water_plan_ = prepare_kept(kLowWaterSql, 3, types);
+    }
+    // Below the resume point only the gaps can hold an event; past it, the first one.
+    const int64 tail_from = std::max<int64>(low_water_, resume_after_seq_ + 1);
+    Datum params[3] = {FullTransactionIdGetDatum(horizon_xid_), Int64GetDatum(tail_from),
+                       Int64GetDatum(horizon_seq_)};
+    int rc = SPI_execute_plan(low_water_plan_, params, nullptr, false, 1);
+    if (rc != SPI_OK_SELECT || SPI_processed != 1) {
+      elog(ERROR, "outbox relay: computing the low-water mark failed");
+    }
+    bool isnull;
+    Datum tail = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+    passed = !isnull;
+    return passed ? DatumGetInt64(tail) : 0;
+  }
+
+  // Runs inside guard(). The next horizon: C, then N. True when the sequence was reset
+  // (the scan must start from the bottom).
+  bool read_horizon() {
     if (sequence_plan_ == nullptr) sequence_plan_ = prepare_kept(kSequenceSql, 0, nullptr);
     int rc = SPI_execute_plan(sequence_plan_, nullptr, nullptr, false, 1);
     if (rc != SPI_OK_SELECT || SPI_processed != 1) {
@@ -618,10 +645,11 @@ class Relay {
                           errhint("ALTER SEQUENCE outbox.events_seq CACHE 1")));
         warned_sequence_cache_ = true;
       }
-      return;
+      return false;
     }
     const bool new_file = OidIsValid(sequence_filenode_) && filenode != sequence_filenode_;
-    if (last < low_water_ - 1 || new_file) {
+    const bool reset = last < low_water_ - 1 || new_file;
+    if (reset) {
       // Someone reset the sequence (setval, ALTER SEQUENCE ... RESTART, TRUNCATE ...
       // RESTART IDENTITY): new events would sit below the mark. Start from the bottom.
       ereport(WARNING, (errmsg("outbox relay: outbox.events_seq was reset (now at %ld, the "
@@ -629,47 +657,58 @@ class Relay {
                                static_cast<long>(last), static_cast<long>(low_water_))));
       low_water_ = 0;
       low_water_saved_at_ = 0;
-      restart_tracking();
     }
     sequence_filenode_ = filenode;
     horizon_seq_ = last;
     horizon_xid_ = ReadNextFullTransactionId();
     horizon_valid_ = true;
+    return reset;
   }
 
-  // Runs inside guard(). Finds the events waiting in the gaps (late commits): the next fetch
-  // takes them (late_). With upto >= 0 (the horizon passed C = upto), a gap up to C
-  // that holds no event now never will, and is dropped.
+  // Finds the events waiting in the gaps (late commits): the next fetch takes them (late_).
+  // With upto >= 0 (the horizon passed C = upto), a gap up to C that holds no event now
+  // never will, and is dropped.
   void probe_gaps(TimestampTz now, int64 upto) {
     gap_probe_at_ = now + static_cast<int64>(settings.poll_interval_ms) * 1000;
     late_.clear();
     if (gaps_.empty()) return;
-    if (probe_plan_ == nullptr) probe_plan_ = prepare_kept(kProbeGapsSql, 3, kProbeGapsTypes);
     const auto& gaps = gaps_.intervals();
     const int n = static_cast<int>(gaps.size());
-    Datum* lo = static_cast<Datum*>(palloc(sizeof(Datum) * n));
-    Datum* hi = static_cast<Datum*>(palloc(sizeof(Datum) * n));
-    for (int k = 0; k < n; ++k) {
-      lo[k] = Int64GetDatum(gaps[k].lo);
-      hi[k] = Int64GetDatum(gaps[k].hi);
-    }
     const int64 limit = settings.batch_size;
-    Datum params[3] = {PointerGetDatum(construct_array(lo, n, INT8OID, 8, true, TYPALIGN_DOUBLE)),
-                       PointerGetDatum(construct_array(hi, n, INT8OID, 8, true, TYPALIGN_DOUBLE)),
-                       Int64GetDatum(limit)};
-    // Not read-only: it needs a snapshot of its own, taken after the horizon passed.
-    if (SPI_execute_plan(probe_plan_, params, nullptr, false, 0) != SPI_OK_SELECT) {
-      elog(ERROR, "outbox relay: probing the gaps failed");
-    }
+    // The query under guard(), its rows copied into palloc'd arrays (gap number, seq).
+    struct Found {
+      int64* index;
+      int64* seq;
+      uint64 count;
+    };
+    const Found rows = guard([&] {
+      if (probe_plan_ == nullptr) probe_plan_ = prepare_kept(kProbeGapsSql, 3, kProbeGapsTypes);
+      Datum* lo = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+      Datum* hi = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+      for (int k = 0; k < n; ++k) {
+        lo[k] = Int64GetDatum(gaps[k].lo);
+        hi[k] = Int64GetDatum(gaps[k].hi);
+      }
+      Datum params[3] = {int8_array(lo, n), int8_array(hi, n), Int64GetDatum(limit)};
+      // Not read-only: it needs a snapshot of its own, taken after the horizon passed.
+      if (SPI_execute_plan(probe_plan_, params, nullptr, false, 0) != SPI_OK_SELECT) {
+        elog(ERROR, "outbox relay: probing the gaps failed");
+      }
+      Found out{static_cast<int64*>(palloc(sizeof(int64) * (SPI_processed + 1))),
+                static_cast<int64*>(palloc(sizeof(int64) * (SPI_processed + 1))), SPI_processed};
+      for (uint64 r = 0; r < SPI_processed; ++r) {
+        bool isnull;
+        out.index[r] =
+            DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
+        out.seq[r] =
+            DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &isnull));
+      }
+      return out;
+    });
     std::vector<std::vector<int64>> found(n);
-    for (uint64 r = 0; r < SPI_processed; ++r) {
-      bool isnull;
-      const int64 i =
-          DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
-      const int64 seq =
-          DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &isnull));
-      if (i >= 1 && i <= n) found[i - 1].push_back(seq);
-      late_.push_back(seq);
+    for (uint64 r = 0; r < rows.count; ++r) {
+      if (rows.index[r] >= 1 && rows.index[r] <= n) found[rows.index[r] - 1].push_back(rows.seq[r]);
+      late_.push_back(rows.seq[r]);
     }
     std::sort(late_.begin(), late_.end());
     if (late_.size() > static_cast<size_t>(limit)) late_.resize(limit);  // the rest: next time
@@ -740,18 +779,26 @@ class Relay {
   // continue after the rows already fetched: those are locked by this transaction, and FOR
   // UPDATE SKIP LOCKED would return them again.
   void fetch(Batch& batch, bool first_of_transaction) {
-    guard([&] {
+    const TimestampTz now = guard([&] {
       if (fetch_new_plan_ == nullptr) {
         fetch_new_plan_ = prepare_kept(kFetchNewSql, 3, kFetchNewTypes);
         fetch_retry_plan_ = prepare_kept(kFetchRetrySql, 2, kFetchRetryTypes);
         fetch_late_plan_ = prepare_kept(kFetchLateSql, 3, kFetchLateTypes);
       }
+      return GetCurrentTimestamp();
+    });
+    if (first_of_transaction) advance_low_water(now);
+    // Where each kind of row starts in the batch: retries, late events, new events.
+    int late_from = 0;
+    int new_from = 0;
+    bool late_tried = false;
+    // New events continue after the resume point; what they pass over becomes gaps.
+    const int64 start = std::max<int64>(low_water_, resume_after_seq_ + 1);
+    Fetched& out = batch.fetched;
+    guard([&] {
       const int limit = settings.batch_size;
       const int64 max_bytes = settings.batch_max_bytes;
-      const TimestampTz now = GetCurrentTimestamp();
-      if (first_of_transaction) advance_low_water(now);
       MemoryContextReset(batch.memory);  // an empty batch was never finished
-      Fetched& out = batch.fetched;
       out = Fetched{static_cast<Row*>(MemoryContextAllocZero(batch.memory, sizeof(Row) * limit)), 0,
                     false};
       int64 bytes = 0;
@@ -767,37 +814,35 @@ class Relay {
       }
 
       const TimestampTz future = now + kFuturePartitionsAfterUs;
+      late_from = out.count;
       if (first_of_transaction && !late_.empty() && out.count < limit && bytes < max_bytes) {
         const int n = static_cast<int>(late_.size());
         Datum* seqs = static_cast<Datum*>(palloc(sizeof(Datum) * n));
         for (int k = 0; k < n; ++k) seqs[k] = Int64GetDatum(late_[k]);
-        const Datum params[3] = {
-            Int64GetDatum(limit - out.count),
-            PointerGetDatum(construct_array(seqs, n, INT8OID, 8, true, TYPALIGN_DOUBLE)),
-            TimestampTzGetDatum(future)};
-        const int from = out.count;
+        const Datum params[3] = {Int64GetDatum(limit - out.count), int8_array(seqs, n),
+                                 TimestampTzGetDatum(future)};
         append_rows(fetch_late_plan_, 3, params, kFetchLateTypes, batch, limit, bytes, max_bytes);
-        for (int k = from; k < out.count; ++k) late_fetched_.push_back(out.rows[k].seq);
-        late_.clear();  // what was not taken (locked elsewhere, or no room) is found again
+        late_tried = true;
       }
 
-      // New events continue after the resume point; what they pass over becomes gaps.
-      const int64 start = std::max<int64>(low_water_, resume_after_seq_ + 1);
-      int64 last = start - 1;
+      new_from = out.count;
       if (out.count < limit && bytes < max_bytes) {
         const Datum params[3] = {Int64GetDatum(limit - out.count), Int64GetDatum(start),
                                  TimestampTzGetDatum(future)};
-        const int from = out.count;
         append_rows(fetch_new_plan_, 3, params, kFetchNewTypes, batch, limit, bytes, max_bytes);
-        for (int k = from; k < out.count; ++k) {
-          const int64 seq = out.rows[k].seq;
-          if (seq > last + 1) passed_over_.push_back({last + 1, seq - 1});
-          last = seq;
-        }
       }
       out.full = out.count == limit || bytes >= max_bytes;
-      resume_after_seq_ = std::max(resume_after_seq_, last);
     });
+    // The bookkeeping, outside guard() (it allocates).
+    for (int k = late_from; k < new_from; ++k) late_fetched_.push_back(out.rows[k].seq);
+    if (late_tried) late_.clear();  // what was not taken (locked elsewhere, no room) is found again
+    int64 last = start - 1;
+    for (int k = new_from; k < out.count; ++k) {
+      const int64 seq = out.rows[k].seq;
+      if (seq > last + 1) passed_over_.push_back({last + 1, seq - 1});
+      last = seq;
+    }
+    resume_after_seq_ = std::max(resume_after_seq_, last);
   }
 
   SPIPlanPtr partition_plan(boost::container::flat_map<Oid, SPIPlanPtr>& cache, Oid rel,
