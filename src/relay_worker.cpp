@@ -321,7 +321,7 @@ class Relay {
       // next batch starts outbox.min_batch_interval after the last one, so that commits
       // gather. Slower streams, and an idle relay, send a commit at once.
       const TimestampTz gather_until =
-          last_batch_start_ + static_cast<TimestampTz>(settings.min_batch_interval_us);
+          last_batch_start_ + static_cast<TimestampTz>(settings.min_batch_interval_ms) * 1000;
       if (gather_next_ && now < gather_until) {
         guard([&] { pg_usleep(gather_until - now); });
       }

@@ -7,6 +7,7 @@ Run by those scripts, against the throwaway cluster they start (RB_DSN), never o
   relaybench.py latency      commit -> sink acknowledgement at a steady commit rate
   relaybench.py memory       peak RSS of the relay worker while it drains a backlog
   relaybench.py listen       a LISTEN session that consumes notifications (writers.sh)
+  relaybench.py phases       the report of writers_alternating.sh (reads its files)
 
 Timings are wall clock (time.time(), the same CLOCK_REALTIME the server's
 GetCurrentTimestamp() reads on this host), so client and server timestamps compare.
@@ -703,6 +704,69 @@ def listen(args):
         n += 1
 
 
+# ---------------------------------------------------------------------------------------
+# phases: the report of writers_alternating.sh, from its files:
+#   switches: "K LABEL EPOCH RELAY_TICKS BUSY_TICKS TOTAL_TICKS" at the start of phase K
+#             (a last line, label "end", closes the last phase)
+#   seconds:  "EPOCH TRANSACTIONS", pgbench's per-second counts
+
+
+def phases(args):
+    sw = []
+    with open(args.switches) as f:
+        for line in f:
+            k, label, at, relay, busy, total = line.split()
+            sw.append((int(k), label, float(at), int(relay), int(busy), int(total)))
+    per_second = {}
+    with open(args.seconds) as f:
+        for line in f:
+            at, n = line.split()
+            per_second[int(at)] = int(n)
+    hz = os.sysconf("SC_CLK_TCK")
+    rows = {}  # K -> (label, tps, relay % of a core, machine busy %)
+    for (k, label, _, relay0, busy0, total0), (_, _, _, relay1, busy1, total1) in zip(sw, sw[1:]):
+        first = args.start + k * args.phase
+        counts = [per_second.get(s) for s in range(first + 1, first + args.phase)]
+        if None in counts:
+            continue
+        seconds = args.phase
+        rows[k] = (label, sum(counts) / len(counts), 100.0 * (relay1 - relay0) / hz / seconds,
+                   100.0 * (busy1 - busy0) / max(1, total1 - total0))
+    labels = ["on", "off", "control"]
+    cycles = {}
+    for k, row in rows.items():
+        cycles.setdefault(k // 3, {})[row[0]] = row
+    complete = [c for c in cycles.values() if len(c) == 3]
+    ratio = {lab: [c[lab][1] / c["off"][1] for c in complete] for lab in ("on", "control")}
+
+    def summary(values):
+        n = len(values)
+        mean = statistics.fmean(values)
+        half = 1.96 * statistics.stdev(values) / n ** 0.5 if n > 1 else float("nan")
+        return "%+6.1f%% %+6.1f%% %+6.1f%%   %+6.1f%% +- %.1f%%" % (
+            100 * (med(values) - 1), 100 * (pct(values, 25) - 1), 100 * (pct(values, 75) - 1),
+            100 * (mean - 1), 100 * half)
+
+    out("-- results: %d complete cycles of %d s phases (the first second of each dropped); tps ="
+        % (len(complete), args.phase))
+    out("   median of the phases' rates; vs off: the per-cycle ratios to the 'off' phase, their")
+    out("   median, quartiles, and mean +- its 95 % interval; relay CPU in % of a core, machine busy")
+    out("   in % of both cores (whole phases)")
+    out("   %-30s %7s %7s %7s %7s %17s %10s %8s" % (
+        "phase", "tps", "vs off", "q1", "q3", "mean", "relay CPU", "busy"))
+    names = {"on": "wake at commit on (default)", "off": "wake at commit off (poll 1 s)",
+             "control": "control: off again"}
+    for lab in labels:
+        mine = [c[lab] for c in complete]
+        tps = med([r[1] for r in mine])
+        cpu = med([r[2] for r in mine])
+        busy = med([r[3] for r in mine])
+        cols = summary(ratio[lab]) if lab in ratio else "%7s %7s %7s %17s" % ("", "", "", "")
+        out("   %-30s %7.0f %s %9.1f%% %7.1f%%" % (names[lab], tps, cols, cpu, busy))
+    loss = 1 - med(ratio["on"])
+    out("LOSS %.4f" % loss)
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -736,6 +800,12 @@ def main():
     li = sub.add_parser("listen")
     li.add_argument("--channel", default="outbox_events")
     li.set_defaults(func=listen)
+    ph = sub.add_parser("phases")
+    ph.add_argument("--switches", required=True)
+    ph.add_argument("--seconds", required=True)
+    ph.add_argument("--start", type=int, required=True)
+    ph.add_argument("--phase", type=int, required=True)
+    ph.set_defaults(func=phases)
     args = p.parse_args()
     args.func(args)
 

@@ -97,18 +97,18 @@ if [ "$AA" = 1 ]; then
   OPTS[on]=${OPTS[off]}
   LABEL[on]="control: wake off again"
 fi
-declare -A INTERVAL_US=()
+declare -A INTERVAL_MS=()
 for ms in ${GATHER_MS:-}; do
   VARIANTS="$VARIANTS on$ms"
   FILE[on$ms]=plain
   OPTS[on$ms]=""
   LABEL[on$ms]="wake on, min_batch_interval ${ms} ms"
-  INTERVAL_US[on$ms]=$((ms * 1000))
+  INTERVAL_MS[on$ms]=$ms
 done
 # The relay's outbox.min_batch_interval for variant $1: its own, or the cluster's setting.
 set_interval() {
-  if [ -n "${INTERVAL_US[$1]:-}" ]; then
-    sql -o /dev/null -c "ALTER SYSTEM SET outbox.min_batch_interval = ${INTERVAL_US[$1]}" -c "SELECT pg_reload_conf()"
+  if [ -n "${INTERVAL_MS[$1]:-}" ]; then
+    sql -o /dev/null -c "ALTER SYSTEM SET outbox.min_batch_interval = '${INTERVAL_MS[$1]}ms'" -c "SELECT pg_reload_conf()"
   else
     sql -o /dev/null -c "ALTER SYSTEM RESET outbox.min_batch_interval" -c "SELECT pg_reload_conf()"
   fi

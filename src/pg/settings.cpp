@@ -21,7 +21,7 @@ Settings settings = {
     /* retry_backoff_min_ms */ 100,
     /* retry_backoff_max_ms */ 60 * 1000,
     /* wake_at_commit */ true,
-    /* min_batch_interval_us */ 50000,
+    /* min_batch_interval_ms */ 50,
 };
 
 void define_settings() {
@@ -103,14 +103,13 @@ void define_settings() {
 
   DefineCustomIntVariable(
       "outbox.min_batch_interval",
-      "Under a stream of commits, the shortest time between the starts of two batches, in "
-      "microseconds.",
+      "Under a stream of commits, the shortest time between the starts of two batches.",
       "Applies while events arrive faster than 1000 per second and batches are not full: "
       "commits arriving meanwhile gather into one batch instead of one batch each, which "
       "saves the CPU writers need. Slower streams, a lone commit and an idle relay start at "
       "once. 0 disables it.",
-      &settings.min_batch_interval_us, settings.min_batch_interval_us, 0, 1000000, PGC_SIGHUP, 0,
-      nullptr, nullptr, nullptr);
+      &settings.min_batch_interval_ms, settings.min_batch_interval_ms, 0, 1000, PGC_SIGHUP,
+      GUC_UNIT_MS, nullptr, nullptr, nullptr);
   DefineCustomBoolVariable(
       "outbox.wake_at_commit", "Wake the relay when a transaction that enqueued commits.",
       "Off leaves only the outbox.poll_interval fallback (for measurements).",

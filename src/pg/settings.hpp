@@ -21,7 +21,7 @@ struct Settings {
   int retry_backoff_min_ms;
   int retry_backoff_max_ms;
   bool wake_at_commit;
-  int min_batch_interval_us;
+  int min_batch_interval_ms;
 };
 
 // Current values. Valid after define_settings().
