@@ -178,6 +178,21 @@ CREATE TABLE orders (
 SQL
 }
 
+# writer_txn_sql TABLE: the pgbench script of the writer benchmarks (writers.sh,
+# writers_alternating.sh): an order INSERT into TABLE and its event (~170 bytes of JSON),
+# in one transaction.
+writer_txn_sql() {
+  cat <<EOF
+\set cid random(1, 1000000)
+\set sku random(1, 99999)
+\set qty random(1, 9)
+BEGIN;
+INSERT INTO $1 (customer_id, total) VALUES (:cid, :cid % 1000 + 0.99) RETURNING id AS oid \gset
+SELECT outbox.enqueue('order', :oid::text, 'OrderPlaced', ('{"order_id": ' || :oid || ', "customer_id": ' || :cid || ', "total": "' || (:cid % 1000) || '.99", "currency": "EUR", "items": [{"sku": "SKU-' || :sku || '", "qty": ' || :qty || '}], "placed_at": "' || now() || '"}')::jsonb);
+COMMIT;
+EOF
+}
+
 # relay_header TITLE: bench_header plus what the relay benchmarks add.
 relay_header() {
   bench_header "$1"

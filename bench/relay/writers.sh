@@ -29,6 +29,8 @@
 # The machine is noisy: two identical variants differ by up to 10 % in one round. AA=1
 # runs a control instead: the "wake on" slot runs with the wake-up off too, so its "loss"
 # is the benchmark's own error for the same number of rounds.
+# Whole runs still drift by several per cent: for the target at 32 writers,
+# writers_alternating.sh switches the wake-up every 4 s inside one long run instead.
 #
 #   bash bench/relay/writers.sh          # 12 rounds x 5 s per variant and client count, ~12 min
 #   QUICK=1 bash bench/relay/writers.sh  # 6 rounds x 2 s, ~2.5 min
@@ -70,19 +72,8 @@ CREATE TRIGGER orders_notify_event AFTER INSERT ON orders_notify
     FOR EACH ROW EXECUTE FUNCTION notify_outbox();
 SQL
 
-txn() {  # TABLE
-  cat <<EOF
-\set cid random(1, 1000000)
-\set sku random(1, 99999)
-\set qty random(1, 9)
-BEGIN;
-INSERT INTO $1 (customer_id, total) VALUES (:cid, :cid % 1000 + 0.99) RETURNING id AS oid \gset
-SELECT outbox.enqueue('order', :oid::text, 'OrderPlaced', ('{"order_id": ' || :oid || ', "customer_id": ' || :cid || ', "total": "' || (:cid % 1000) || '.99", "currency": "EUR", "items": [{"sku": "SKU-' || :sku || '", "qty": ' || :qty || '}], "placed_at": "' || now() || '"}')::jsonb);
-COMMIT;
-EOF
-}
-txn orders | bench_file plain.sql >/dev/null
-txn orders_notify | bench_file notify.sql >/dev/null
+writer_txn_sql orders | bench_file plain.sql >/dev/null
+writer_txn_sql orders_notify | bench_file notify.sql >/dev/null
 
 # The LISTENing session (stopped at exit).
 "$PY" "$RELAY_BENCH_DIR/relaybench.py" listen --channel outbox_events &

@@ -8,8 +8,7 @@
 # same transaction as writers.sh: an order INSERT and outbox.enqueue) logs its transactions
 # per second (--aggregate-interval 1), while the script switches outbox.wake_at_commit
 # (a line in an included configuration file and SIGHUP; every writer applies it before its
-# next command)
-# every PHASE_S seconds through cycles of three phases:
+# next command) every PHASE_S seconds through cycles of three phases:
 #   on        outbox.wake_at_commit = on (the default)
 #   off       off: the relay finds the events by its poll (outbox.poll_interval, 1 s)
 #   control   off again: the A/A control, the benchmark's own error
@@ -18,7 +17,8 @@
 # every second set of three cycles), so each phase follows each other one equally often.
 # The first second of each phase is dropped (the reload reaching every writer, the relay
 # catching up); a phase's rate is the mean of its other seconds. Per cycle: on / off and
-# control / off; the result is the median of those ratios, with quartiles.
+# control / off; the result is the median of those ratios, with quartiles, and their mean
+# with its 95 % interval (relaybench.py phases).
 #
 #   bash bench/relay/writers_alternating.sh          # 32 writers, 1440 s (120 cycles), ~25 min
 #   QUICK=1 bash bench/relay/writers_alternating.sh  # 120 s, ~3 min
@@ -43,15 +43,7 @@ echo "include_if_exists = 'wake.conf'" >>"$BENCH_WORK/data/postgresql.conf"
 sqlv "SELECT pg_reload_conf()" >/dev/null
 sqlv "SELECT outbox.configure_sink('null')" >/dev/null
 orders_table_sql | sql -o /dev/null
-bench_file plain.sql <<'EOF' >/dev/null
-\set cid random(1, 1000000)
-\set sku random(1, 99999)
-\set qty random(1, 9)
-BEGIN;
-INSERT INTO orders (customer_id, total) VALUES (:cid, :cid % 1000 + 0.99) RETURNING id AS oid \gset
-SELECT outbox.enqueue('order', :oid::text, 'OrderPlaced', ('{"order_id": ' || :oid || ', "customer_id": ' || :cid || ', "total": "' || (:cid % 1000) || '.99", "currency": "EUR", "items": [{"sku": "SKU-' || :sku || '", "qty": ' || :qty || '}], "placed_at": "' || now() || '"}')::jsonb);
-COMMIT;
-EOF
+writer_txn_sql orders | bench_file plain.sql >/dev/null
 # As in writers.sh: write some events and ANALYZE, so that the relay's kept UPDATE plan is
 # made for a partition with statistics.
 as_postgres pgbench -h "$BENCH_WORK" -p "$BENCH_PORT" -n -M prepared -c 4 -j 2 -t 2500 -f "$BENCH_WORK/plain.sql" "$BENCH_DB" >/dev/null 2>&1
