@@ -38,10 +38,7 @@ is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE published_at IS NOT NU
 	[ sort @enqueued ], 'the published ids are exactly the enqueued ids');
 
 # The trap: a transaction that enqueued early and commits late must still be delivered.
-my $late = $node->background_psql('postgres');
-my $late_id = $late->query_safe(q{BEGIN; SELECT outbox.enqueue('order', 'late', 'OrderCreated', '{}');});
-chomp $late_id;
-$late_id =~ s/.*\n//s;
+my ($late, $late_id) = enqueue_in_open_transaction($node, 'order', 'late', 'OrderCreated');
 my @after;
 for my $i (1 .. 20) {
 	push @after, $node->safe_psql('postgres', qq{SELECT outbox.enqueue('order', 'after$i', 'OrderCreated', '{}')});

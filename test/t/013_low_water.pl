@@ -77,10 +77,7 @@ ok( $node->poll_query_until('postgres',
 # --- The trap: the mark never passes an event that a running transaction can commit.
 # The open transaction took its sequence value first; 200 later events commit and are
 # delivered meanwhile.
-my $late = $node->background_psql('postgres');
-my $late_id = $late->query_safe(q{BEGIN; SELECT outbox.enqueue('late', 'late', 'T', '{}');});
-$late_id =~ s/.*\n//s;
-chomp $late_id;
+my ($late, $late_id) = enqueue_in_open_transaction($node, 'late', 'late');
 my @after = enqueue('after', 200);
 wait_published($node, q{aggregatetype = 'after'}, 'later events are delivered while the early transaction is open');
 my $late_seq = $late->query_safe(q{SELECT seq FROM outbox.events WHERE aggregatetype = 'late'});
@@ -115,10 +112,7 @@ my $old = $node->background_psql('postgres');
 $old->query_safe(q{BEGIN; SELECT pg_current_xact_id();});
 my (@late_sessions, @late_ids, @between);
 for my $k (1 .. 3) {
-	my $session = $node->background_psql('postgres');
-	my $id = $session->query_safe(qq{BEGIN; SELECT outbox.enqueue('late_gap', '$k', 'T', '{}');});
-	$id =~ s/.*\n//s;
-	chomp $id;
+	my ($session, $id) = enqueue_in_open_transaction($node, 'late_gap', $k);
 	push @late_sessions, $session;
 	push @late_ids, $id;
 	push @between, enqueue('between', 20);

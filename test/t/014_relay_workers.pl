@@ -25,10 +25,7 @@ my $log_offset = -s $node->logfile;
 # Early transactions that commit late, around a stream from 4 concurrent writers.
 my (@late_sessions, @late_ids);
 for my $k (1 .. 3) {
-	my $session = $node->background_psql('postgres');
-	my $id = $session->query_safe(qq{BEGIN; SELECT outbox.enqueue('late', '$k', 'T', '{}');});
-	$id =~ s/.*\n//s;
-	chomp $id;
+	my ($session, $id) = enqueue_in_open_transaction($node, 'late', $k);
 	push @late_sessions, $session;
 	push @late_ids, $id;
 }

@@ -8,7 +8,7 @@ use Exporter 'import';
 use PostgreSQL::Test::Cluster;
 use Test::More;
 
-our @EXPORT = qw(relay_node ids wait_published);
+our @EXPORT = qw(relay_node ids wait_published enqueue_in_open_transaction);
 
 # A started node named $name; $settings (postgresql.conf lines) come after the defaults.
 sub relay_node {
@@ -36,6 +36,20 @@ sub wait_published {
 	ok( $node->poll_query_until('postgres',
 			"SELECT count(*) = 0 FROM outbox.events WHERE published_at IS NULL AND ($where)"),
 		$what);
+}
+
+# A background session whose open transaction has enqueued one event: ($session, $id).
+# The event commits, or not, when the caller ends that transaction (an early transaction
+# that commits late).
+sub enqueue_in_open_transaction {
+	my ($node, $aggregatetype, $aggregateid, $type) = @_;
+	$type //= 'T';
+	my $session = $node->background_psql('postgres');
+	my $id = $session->query_safe(
+		qq{BEGIN; SELECT outbox.enqueue('$aggregatetype', '$aggregateid', '$type', '{}');});
+	$id =~ s/.*\n//s;
+	chomp $id;
+	return ($session, $id);
 }
 
 1;
