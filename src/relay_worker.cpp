@@ -106,7 +106,8 @@ constexpr const char* kFetchLateSql = OUTBOX_FETCH_FROM
     " ORDER BY seq LIMIT $1 "
     "   FOR UPDATE SKIP LOCKED";
 constexpr Oid kFetchLateTypes[3] = {INT8OID, INT8ARRAYOID, TIMESTAMPTZOID};
-// The events waiting in the gaps [$1[i], $2[i]], at most $3 per gap, with the gap's number.
+// The events waiting in the gaps [$1[i], $2[i]], at most $3 per gap, with the gap's number;
+// by gap, and by seq within each (the gaps are sorted and disjoint, so by seq overall).
 // Every partition is read (no part_at bound): what this finds decides how far the mark
 // moves.
 constexpr const char* kProbeGapsSql =
@@ -117,7 +118,8 @@ constexpr const char* kProbeGapsSql =
     "    SELECT seq FROM outbox.events "
     "     WHERE seq >= g.lo AND seq <= g.hi AND published_at IS NULL AND dead_at IS NULL "
     "       AND next_attempt_at IS NULL "
-    "     ORDER BY seq LIMIT $3) e";
+    "     ORDER BY seq LIMIT $3) e "
+    " ORDER BY g.i, e.seq";
 constexpr Oid kProbeGapsTypes[3] = {INT8ARRAYOID, INT8ARRAYOID, INT8OID};
 // More gaps than this merge (a wider gap costs a wider probe): a probe reads every
 // partition's index once per gap.
@@ -705,21 +707,22 @@ class Relay {
       }
       return out;
     });
-    std::vector<std::vector<int64>> found(n);
-    for (uint64 r = 0; r < rows.count; ++r) {
-      if (rows.index[r] >= 1 && rows.index[r] <= n) found[rows.index[r] - 1].push_back(rows.seq[r]);
-      late_.push_back(rows.seq[r]);
-    }
-    std::sort(late_.begin(), late_.end());
-    if (late_.size() > static_cast<size_t>(limit)) late_.resize(limit);  // the rest: next time
+    // The rows come by seq: the first batch_size of them are the next fetch's (the rest:
+    // next time).
+    const uint64 take = std::min<uint64>(rows.count, static_cast<uint64>(limit));
+    late_.assign(rows.seq, rows.seq + take);
     if (upto < 0) return;
+    // Gap k's finds are the run of rows numbered k + 1.
     std::vector<SeqGaps::Interval> kept;
+    uint64 r = 0;
     for (int k = 0; k < n && gaps[k].lo <= upto; ++k) {
-      std::vector<int64>& seqs = found[k];
-      std::sort(seqs.begin(), seqs.end());
-      for (int64 seq : seqs) kept.push_back({seq, seq});
+      while (r < rows.count && rows.index[r] < k + 1) ++r;
+      int64 found = 0;
+      for (; r < rows.count && rows.index[r] == k + 1; ++r, ++found) {
+        kept.push_back({rows.seq[r], rows.seq[r]});
+      }
       // The probe stopped at its limit: past its last find, this gap is still unknown.
-      if (static_cast<int64>(seqs.size()) >= limit) kept.push_back({seqs.back() + 1, gaps[k].hi});
+      if (found >= limit) kept.push_back({rows.seq[r - 1] + 1, gaps[k].hi});
     }
     gaps_.replace_up_to(upto, kept);
   }

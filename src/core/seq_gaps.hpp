@@ -28,7 +28,7 @@ class SeqGaps {
   void add(int64_t lo, int64_t hi);
   // Takes one value out (it was resolved), splitting its interval.
   void remove(int64_t value);
-  // Replaces what lies at or below `upto` by `kept` (sorted, disjoint, all <= upto): after
+  // Replaces what lies at or below `upto` by `kept` (sorted, disjoint; above upto ignored): after
   // a probe has shown which of those values can still hold an event.
   void replace_up_to(int64_t upto, const std::vector<Interval>& kept);
   void clear() { intervals_.clear(); }
