@@ -4,6 +4,7 @@
 Run by those scripts, against the throwaway cluster they start (RB_DSN), never on its own:
 
   relaybench.py throughput   relay throughput: the worker vs the article's hand-written relays
+  relaybench.py paired       the throughput target alone: worker vs server-side loop, in cycles
   relaybench.py latency      commit -> sink acknowledgement at a steady commit rate
   relaybench.py memory       peak RSS of the relay worker while it drains a backlog
   relaybench.py listen       a LISTEN session that consumes notifications (writers.sh)
@@ -56,6 +57,29 @@ def pct(values, p):
 def med(values):
     values = [x for x in values if x is not None]
     return statistics.median(values) if values else float("nan")
+
+
+def mean_interval(values):
+    """Mean and the half-width of its 95 % interval (normal approximation)."""
+    n = len(values)
+    mean = statistics.fmean(values)
+    return mean, (1.96 * statistics.stdev(values) / n ** 0.5 if n > 1 else float("nan"))
+
+
+def ratio_summary(values):
+    """Per-cycle ratios as changes: median, quartiles, mean +- its 95 % interval."""
+    mean, half = mean_interval(values)
+    return "%+6.1f%% %+6.1f%% %+6.1f%%   %+6.1f%% +- %.1f%%" % (
+        100 * (med(values) - 1), 100 * (pct(values, 25) - 1), 100 * (pct(values, 75) - 1),
+        100 * (mean - 1), 100 * half)
+
+
+def balanced_order(labels, c):
+    """The order of cycle c's phases: rotation c of labels, mirrored in every second set of
+    len(labels) cycles, so that each phase follows each other one equally often."""
+    n = len(labels)
+    order = [labels[(k + c) % n] for k in range(n)]
+    return order[::-1] if (c // n) % 2 == 1 else order
 
 
 class Admin:
@@ -381,6 +405,89 @@ def throughput(args):
             % (100 * y, m("relay-kafka1p0-1000"), m("relay-null-1000")), y >= 0.8)
     out("   reference (this project's machines, earlier): client relay ~30k rows/s, server loop ~40k rows/s at batch 1000;")
     out("   article: 1,627 rows/s at batch 1, 104,656 at batch 1000")
+
+
+def throughput_pairs(args):
+    """The throughput target alone, measured in cycles of three back-to-back drains at batch
+    1000: the worker (null sink), the server-side loop, and the server-side loop again (the
+    A/A control). Per cycle: worker / server loop and control / server loop. Also per drain
+    the WAL it wrote, and per cycle the latency of a small synchronous commit (a probe of
+    the disk's state at that moment)."""
+    a = Admin()
+    a.ex(os.environ["NAIVE_TABLE_SQL"] + NAIVE_SETUP + "CREATE TABLE commit_probe (x int);")
+    a.unconfigure()
+    a.set_guc("outbox.batch_size", args.batch)
+    srv = Admin()
+    n = args.rows
+    timeout = max(60.0, n / 100.0)
+
+    def drain(label):
+        """(rows/s, WAL bytes per row) of one drain of a fresh n-event backlog."""
+        fill(a, "outbox" if label == "worker" else "naive", n)
+        lsn = a.q1("SELECT pg_current_wal_insert_lsn()")
+        if label == "worker":
+            res = drain_worker(a, n, "null", {}, timeout)
+        else:
+            res = drain_server(a, srv, n, args.batch)
+        wal = a.q1("SELECT pg_current_wal_insert_lsn() - %s::pg_lsn", (lsn,))
+        return (res["rate"], float(wal) / n) if res else (None, None)
+
+    def commit_ms(count=20):
+        """Milliseconds per commit of a one-row INSERT (each waits for its WAL flush)."""
+        t0 = time.time()
+        for _ in range(count):
+            a.ex("INSERT INTO commit_probe VALUES (1)")
+        return 1000 * (time.time() - t0) / count
+
+    out("   warm-up (not counted): one drain of each")
+    drain("worker")
+    drain("server")
+    labels = ["worker", "server", "control"]
+    cycles = []
+    for c in range(args.cycles):
+        probe = commit_ms()
+        rates, wal = {}, {}
+        for label in balanced_order(labels, c):
+            rates[label], wal[label] = drain(label)
+        cycles.append((rates, wal, probe))
+        out("   cycle %3d/%d: %s   worker / server loop %.2fx, control %.2fx   commit %.2f ms" % (
+            c + 1, args.cycles, "  ".join("%s %7.0f" % (k, rates[k] or 0) for k in labels),
+            (rates["worker"] or 0) / rates["server"], rates["control"] / rates["server"], probe))
+    a.set_guc("outbox.batch_size", None)
+    complete = [cy for cy in cycles if all(cy[0].values())]
+    ratio = {lab: [cy[0][lab] / cy[0]["server"] for cy in complete] for lab in ("worker", "control")}
+    out()
+    out("-- results: %d complete cycles of %d-event drains at batch %d; rows/s and WAL per row: median"
+        % (len(complete), n, args.batch))
+    out("   of the drains; x loop: the per-cycle ratios to the server-side loop, their median, quartiles,")
+    out("   and mean +- its 95 % interval")
+    out("   %-34s %9s %9s %7s %7s %7s %16s" % ("variant", "rows/s", "WAL/row", "x loop", "q1", "q3", "mean"))
+    names = {"worker": "relay worker, null sink", "server": "server-side loop (plpgsql)",
+             "control": "control: server-side loop again"}
+    for lab in labels:
+        cols = ""
+        if lab in ratio:
+            mean, half = mean_interval(ratio[lab])
+            cols = "%6.2fx %6.2fx %6.2fx   %6.2fx +- %.2f" % (
+                med(ratio[lab]), pct(ratio[lab], 25), pct(ratio[lab], 75), mean, half)
+        out("   %-34s %9.0f %7.0f B %s" % (names[lab], med([cy[0][lab] for cy in complete]),
+                                          med([cy[1][lab] for cy in complete]), cols))
+    x = med(ratio["worker"])
+    out("   worker / server loop >= 2x in %d of %d cycles" % (
+        sum(1 for v in ratio["worker"] if v >= 2.0), len(ratio["worker"])))
+    # The loop commits every batch and the worker every few: a slower disk costs the loop more.
+    probes = [cy[2] for cy in complete]
+    cut = med(probes)
+    for name, part in (("below", [r for r, p in zip(ratio["worker"], probes) if p <= cut]),
+                       ("above", [r for r, p in zip(ratio["worker"], probes) if p > cut])):
+        if part:
+            out("   cycles whose commit probe was %s its median (%.2f ms): %d, worker / server loop %.2fx"
+                % (name, cut, len(part), med(part)))
+    out()
+    out("-- target")
+    verdict("worker at batch %d >= 2x the server-side naive loop (median of %d paired cycles: %.2fx)"
+            % (args.batch, len(complete), x), x >= 2.0)
+    out("RATIO %.4f" % x)
 
 
 def verdict(text, ok):
@@ -739,14 +846,6 @@ def phases(args):
     complete = [c for c in cycles.values() if len(c) == 3]
     ratio = {lab: [c[lab][1] / c["off"][1] for c in complete] for lab in ("on", "control")}
 
-    def summary(values):
-        n = len(values)
-        mean = statistics.fmean(values)
-        half = 1.96 * statistics.stdev(values) / n ** 0.5 if n > 1 else float("nan")
-        return "%+6.1f%% %+6.1f%% %+6.1f%%   %+6.1f%% +- %.1f%%" % (
-            100 * (med(values) - 1), 100 * (pct(values, 25) - 1), 100 * (pct(values, 75) - 1),
-            100 * (mean - 1), 100 * half)
-
     out("-- results: %d complete cycles of %d s phases (the first second of each dropped); tps ="
         % (len(complete), args.phase))
     out("   median of the phases' rates; vs off: the per-cycle ratios to the 'off' phase, their")
@@ -761,7 +860,7 @@ def phases(args):
         tps = med([r[1] for r in mine])
         cpu = med([r[2] for r in mine])
         busy = med([r[3] for r in mine])
-        cols = summary(ratio[lab]) if lab in ratio else "%7s %7s %7s %17s" % ("", "", "", "")
+        cols = ratio_summary(ratio[lab]) if lab in ratio else "%7s %7s %7s %17s" % ("", "", "", "")
         out("   %-30s %7.0f %s %9.1f%% %7.1f%%" % (names[lab], tps, cols, cpu, busy))
     loss = 1 - med(ratio["on"])
     out("LOSS %.4f" % loss)
@@ -780,6 +879,11 @@ def main():
     t.add_argument("--rows-kafka1p-b100", type=int, default=100000)
     t.add_argument("--topic-p1", default="bench.p1")
     t.set_defaults(func=throughput)
+    pa = sub.add_parser("paired")
+    pa.add_argument("--rows", type=int, default=300000)
+    pa.add_argument("--cycles", type=int, default=30)
+    pa.add_argument("--batch", type=int, default=1000)
+    pa.set_defaults(func=throughput_pairs)
     lt = sub.add_parser("latency")
     lt.add_argument("--bootstrap", required=True)
     lt.add_argument("--rounds", type=int, default=3)

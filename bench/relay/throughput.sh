@@ -32,6 +32,8 @@
 # the creation of the sink (the Kafka producer connects then); the worker's "1st" and
 # "steady" columns split that out (first and last published_at).
 # Batch 1 costs a commit (an fsync) per event: it runs on a smaller backlog.
+# The target's two variants are minutes apart in a round here; throughput_paired.sh
+# measures that ratio alone, in back-to-back pairs with an A/A control.
 #
 #   bash bench/relay/throughput.sh          # 3 rounds, 200k events (batch 1: 5k), ~10 min
 #   QUICK=1 bash bench/relay/throughput.sh  # 3 rounds, 30k events (batch 1: 1k), ~2 min
