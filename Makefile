@@ -26,6 +26,10 @@ include $(PGXS)
 # -Werror build of our own code.
 override CPPFLAGS := -I$(srcdir)/src $(patsubst -I$(includedir_server),-isystem $(includedir_server),$(patsubst -I$(includedir_internal),-isystem $(includedir_internal),$(CPPFLAGS)))
 
+# PGXS tracks no header dependencies here: every object depends on every header of src/, so
+# that a changed header (sink.hpp's kAbiVersion, say) rebuilds what includes it.
+$(OBJS): $(wildcard src/*.hpp src/*/*.hpp)
+
 .PHONY: unit-tests format format-check
 unit-tests:
 	$(MAKE) -C test/unit run

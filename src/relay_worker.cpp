@@ -332,6 +332,8 @@ class Relay {
       BatchResult result = run_transaction();
       measure_stream(result.fetched, last_batch_start_ - previous_start);
       gather_next_ = heavy_stream_ && !result.full;
+      // At shutdown the sink stops waiting: not an outage to log or back off from.
+      if (result.unavailable > 0 && ShutdownRequestPending) return 0;
       if (result.unavailable > 0) return back_off(result.first_error);
       failures_ = 0;
       counters_.backoff_until = 0;
@@ -529,6 +531,7 @@ class Relay {
     sink_.reset();
     sinks::Options options = sink_options_from_jsonb("outbox relay", config.options);
     sink_ = create_sink("outbox relay", config.name, options);
+    sink_->stop_when(&ShutdownRequestPending);  // a shutdown does not wait for send_timeout
     sink_name_ = config.name;
     config_updated_at_ = config.updated_at;
     const std::string description = sink_->describe();
@@ -1033,7 +1036,8 @@ class Relay {
     if (current->fetched.count > 0) {
       start_batch(*current);
       for (int n = 1;; ++n) {
-        const bool more = current->fetched.full && n < kMaxBatchesPerTransaction;
+        const bool more =
+            current->fetched.full && n < kMaxBatchesPerTransaction && !ShutdownRequestPending;
         if (more) {
           fetch(*next, false);
           result.fetched += next->fetched.count;

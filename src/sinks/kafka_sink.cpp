@@ -503,14 +503,20 @@ void KafkaSink::finish() {
   // thread must be done with the batch's messages before finish() returns, whatever
   // happens: it stops queuing at the deadline, or at once after a fatal error.
   bool fatal = false;
+  bool stopped = false;
   while (!(batch.queued && batch.pending == 0)) {
     if (!fatal && check_fatal()) {
       fail_all_on_fatal(lock);
       fatal = true;
       continue;
     }
-    // At most 100 ms at a time, so that a fatal error is noticed soon.
+    // At most 100 ms at a time, so that a fatal error or a shutdown is noticed soon.
     const auto now = Clock::now();
+    if (stop_requested() && batch.deadline > now) {
+      // Shutting down: the deadline is now, for this loop and for the thread's queuing.
+      batch.deadline = now;
+      stopped = true;
+    }
     auto until = now + std::chrono::milliseconds(100);
     if (batch.queued) {
       if (now >= batch.deadline) break;
@@ -520,8 +526,9 @@ void KafkaSink::finish() {
   }
   if (batch.pending == 0) return;
 
-  std::string error = "timed out waiting for delivery report after " +
-                      std::to_string(batch.timeout.count()) + " ms";
+  std::string error = stopped ? std::string("not acknowledged when the relay stopped")
+                              : "timed out waiting for delivery report after " +
+                                    std::to_string(batch.timeout.count()) + " ms";
   if (!last_error_.empty()) error += " (last client error: " + last_error_ + ")";
   // Queued, not yet sent messages would be sent later as duplicates of the relay's retry:
   // drop them. In-flight ones cannot be recalled. The purge must block: with

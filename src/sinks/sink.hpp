@@ -14,6 +14,7 @@
 #pragma once
 
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -91,11 +92,24 @@ class Sink {
 
   // One line for logs and outbox.status: what it sends to, never credentials.
   virtual std::string describe() const = 0;
+
+  // The relay's shutdown request, a flag its signal handler sets. A sink that waits for
+  // acknowledgements checks stop_requested() at least every 100 ms and, once it is set,
+  // stops waiting: what is not acknowledged by then fails as kUnavailable (the relay sends it
+  // again after its restart). Otherwise a server shutdown during a broker outage would wait
+  // up to outbox.send_timeout for the relay.
+  void stop_when(const volatile std::sig_atomic_t* flag) { stop_flag_ = flag; }
+
+ protected:
+  bool stop_requested() const { return stop_flag_ != nullptr && *stop_flag_ != 0; }
+
+ private:
+  const volatile std::sig_atomic_t* stop_flag_ = nullptr;
 };
 
-// 2: Sink::start() and finish(). A plugin built for another version is refused
-// with a message that says so: rebuild it against this header.
-inline constexpr int kAbiVersion = 2;
+// 2: Sink::start() and finish(). 3: Sink::stop_when(). A plugin built for another version
+// is refused with a message that says so: rebuild it against this header.
+inline constexpr int kAbiVersion = 3;
 
 struct PluginV1 {
   int abi_version;  // kAbiVersion of the header the plugin was built with

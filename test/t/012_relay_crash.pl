@@ -1,6 +1,7 @@
 # Crashes at the worst moments for the relay: kill -9 of the worker while it holds a batch
-# that the broker has not acknowledged, and an immediate shutdown of the whole server
-# mid-stream. Nothing is lost; at most it is sent again. Compared as sets of event ids.
+# that the broker has not acknowledged, an immediate shutdown of the whole server
+# mid-stream, and a fast shutdown while the broker is down. Nothing is lost; at most it is
+# sent again. Compared as sets of event ids.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -66,12 +67,34 @@ $node->start;
 ok($node->poll_query_until('postgres', q{SELECT unpublished = 0 FROM outbox.status}),
 	'after an immediate shutdown and restart, everything is delivered');
 
+# 3. A fast shutdown while a batch waits for a broker that is down. The relay stops waiting
+#    at once (the sink's stop flag), not after outbox.send_timeout: with an hour's timeout,
+#    pg_ctl would give up first and the stop would fail. What was not acknowledged stays
+#    unpublished and is sent after the restart.
+$node->append_conf('postgresql.conf', "outbox.send_timeout = '1h'");
+$node->reload;
+mock('down -1');
+enqueue(200, 'at-shutdown');
+ok( $node->poll_query_until('postgres',
+		q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'outbox relay' AND query LIKE 'outbox relay: sending%'}),
+	'the relay is waiting on the broker with a batch');
+my $log_offset = -s $node->logfile;
+my $stop_started = time;
+$node->stop('fast');
+note('fast shutdown took ' . (time - $stop_started) . ' s with send_timeout = 1h');
+my $shutdown_log = slurp_file($node->logfile, $log_offset);
+unlike($shutdown_log, qr/retrying in/, 'the shutdown is not logged as an outage');
+mock('up -1');
+$node->start;
+ok($node->poll_query_until('postgres', q{SELECT unpublished = 0 FROM outbox.status}),
+	'after a fast shutdown during an outage, everything is delivered');
+
 my $ids = consumed_ids();
 my @lost = grep { !$ids->{$_} } @enqueued;
 my %enqueued = map { $_ => 1 } @enqueued;
 my @unknown = grep { !$enqueued{$_} } keys %$ids;
-is(scalar(@enqueued), 3300, 'all events enqueued');
-is(scalar(@lost), 0, 'no event lost across both crashes') or diag("lost @lost[0..2]");
+is(scalar(@enqueued), 3500, 'all events enqueued');
+is(scalar(@lost), 0, 'no event lost across the crashes and the shutdown') or diag("lost @lost[0..2]");
 is(scalar(@unknown), 0, 'no unknown event in the topic');
 my $dups = grep { $ids->{$_} > 1 } keys %$ids;
 note("duplicates after the crashes: $dups (allowed: at least once)");

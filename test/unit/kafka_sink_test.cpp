@@ -3,12 +3,14 @@
 // consumer.
 #include "sinks/kafka_sink.hpp"
 
+#include <pthread.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -790,6 +792,59 @@ TEST(KafkaSink, BrokersDownWithTwoBatchesStarted) {
   auto records = consume(cluster.bootstraps(), "outbox.event.order", 45);
   EXPECT_EQ(records.size(), 45u);
   EXPECT_EQ(ids_of(records).size(), 45u);
+}
+
+// The relay's SIGTERM handler, as in the relay: a flag set by a signal on the waiting thread.
+volatile std::sig_atomic_t g_stop = 0;
+extern "C" void set_stop(int) { g_stop = 1; }
+
+// The relay's shutdown flag ends the wait for a broker that is down long before the batches'
+// timeout; nothing acknowledged is lost, and nothing queued is sent twice afterwards.
+TEST(KafkaSink, StopFlagEndsTheWait) {
+  MockCluster cluster(3);
+  auto sink = make_sink(cluster);
+  g_stop = 0;
+  struct sigaction action {};
+  action.sa_handler = set_stop;
+  ASSERT_EQ(sigaction(SIGUSR1, &action, nullptr), 0);
+  sink->stop_when(&g_stop);
+  ASSERT_EQ(warm_up(*sink), "A");
+
+  ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster.get(), -1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  Events first, second;
+  for (int i = 0; i < 20; ++i) first.add("order", "k" + std::to_string(i % 4), "T", "{}");
+  for (int i = 0; i < 20; ++i) second.add("order", "k" + std::to_string(i % 4), "T", "{}");
+  const auto m1 = first.messages();
+  const auto m2 = second.messages();
+  std::vector<Outcome> o1(m1.size(), kUnset), o2(m2.size(), kUnset);
+  sink->start(m1, o1, 60s);
+  sink->start(m2, o2, 60s);
+  const pthread_t waiting = pthread_self();
+  std::thread signal([waiting] {
+    std::this_thread::sleep_for(300ms);
+    pthread_kill(waiting, SIGUSR1);  // the server's stop reaching the relay
+  });
+  const auto t0 = Clock::now();
+  sink->finish();
+  sink->finish();
+  const auto took = Clock::now() - t0;
+  signal.join();
+  EXPECT_GE(took, 250ms);
+  EXPECT_LT(took, 5s) << "the stop flag did not end the wait";
+  EXPECT_TRUE(all_unavailable(o1, "not acknowledged when the relay stopped"));
+  EXPECT_EQ(unset(o2), 0u) << summary(o2);
+  EXPECT_TRUE(all_unavailable(o2, ""));
+
+  // Like a relay after its restart: the same events again, once the brokers are back.
+  g_stop = 0;
+  ASSERT_EQ(rd_kafka_mock_broker_set_up(cluster.get(), -1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  for (const Events* events : {&first, &second}) {
+    auto outcomes = send(*sink, *events, 15s);
+    EXPECT_EQ(summary(outcomes), std::string(events->data.size(), 'A')) << first_error(outcomes);
+  }
+  auto records = consume(cluster.bootstraps(), "outbox.event.order", 41);
+  EXPECT_EQ(records.size(), 41u);
+  EXPECT_EQ(ids_of(records).size(), 41u);
 }
 
 // A message of the first batch cannot be queued: the second batch, started while the first is
