@@ -303,6 +303,7 @@ class Relay {
         }
       });
       const int wait_ms = step();
+      write_sink_log();
       wait(wait_ms);
     }
     sink_.reset();  // flushes and closes the client library
@@ -1080,6 +1081,23 @@ class Relay {
     }
     publish(counters_.state);
     return result;
+  }
+
+  // The sink's client-library log lines (librdkafka's), into the server log: after every
+  // pass, so at most outbox.poll_interval (or a back-off) after they were written.
+  void write_sink_log() {
+    if (!sink_) return;
+    std::vector<sinks::LogLine> lines;
+    try {
+      lines = sink_->take_log();
+    } catch (const std::exception&) {
+      return;  // out of memory: the lines are lost, the relay goes on
+    }
+    for (const sinks::LogLine& line : lines) {
+      const int level = line.level <= 4 ? WARNING : line.level <= 6 ? LOG : DEBUG1;
+      const char* text = line.text.c_str();
+      guard([&] { ereport(level, (errmsg("outbox relay %d: %s", index_ + 1, text))); });
+    }
   }
 
   void record_error(const std::string& error) {

@@ -177,6 +177,7 @@ KafkaSink::KafkaSink(const Options& options) {
   rd_kafka_conf_set_opaque(conf.get(), this);
   rd_kafka_conf_set_dr_msg_cb(conf.get(), &KafkaSink::on_delivery);
   rd_kafka_conf_set_error_cb(conf.get(), &KafkaSink::on_error);
+  rd_kafka_conf_set_log_cb(conf.get(), &KafkaSink::on_log);
 
   char errstr[512];
   rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf.get(), errstr, sizeof errstr);
@@ -219,6 +220,35 @@ void KafkaSink::on_delivery(rd_kafka_t*, const rd_kafka_message_t* message, void
 
 void KafkaSink::on_error(rd_kafka_t*, int err, const char* reason, void* opaque) {
   static_cast<KafkaSink*>(opaque)->errored(err, reason);
+}
+
+void KafkaSink::on_log(const rd_kafka_t* rk, int level, const char* facility, const char* text) {
+  static_cast<KafkaSink*>(rd_kafka_opaque(rk))->logged(level, facility, text);
+}
+
+void KafkaSink::logged(int level, const char* facility, const char* text) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(log_mu_);
+    if (log_.size() >= kMaxLogLines) {
+      ++log_dropped_;
+      return;
+    }
+    log_.push_back(LogLine{level, std::string("librdkafka ") + facility + ": " + text});
+  } catch (...) {
+    // Out of memory: the line is lost.
+  }
+}
+
+std::vector<LogLine> KafkaSink::take_log() {
+  std::lock_guard<std::mutex> lock(log_mu_);
+  std::vector<LogLine> out;
+  out.swap(log_);
+  if (log_dropped_ > 0) {
+    out.push_back(
+        LogLine{4, "librdkafka: " + std::to_string(log_dropped_) + " more log lines were dropped"});
+    log_dropped_ = 0;
+  }
+  return out;
 }
 
 void KafkaSink::delivered(const rd_kafka_message_t* message) noexcept {

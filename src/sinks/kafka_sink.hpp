@@ -66,7 +66,8 @@
 // blocked, so it never runs PostgreSQL's signal handlers) and is joined by the destructor.
 // One mutex guards the sink's state; callbacks take it, and no librdkafka call that serves
 // callbacks (poll, flush) is made while it is held. Callbacks never throw. librdkafka's own
-// log lines go to stderr (its default logger), as for any librdkafka program.
+// log lines (from any of its threads) are kept for take_log(), at most kMaxLogLines between
+// two calls; they never go to stderr.
 #pragma once
 
 #include <librdkafka/rdkafka.h>
@@ -105,6 +106,10 @@ class KafkaSink final : public Sink {
   void finish() override;
   bool usable() const override;
   std::string describe() const override;
+  std::vector<LogLine> take_log() override;
+
+  // Log lines kept between two take_log() calls; more are counted, not kept.
+  static constexpr std::size_t kMaxLogLines = 100;
 
   // How a librdkafka error code counts for one message.
   static Delivery classify(rd_kafka_resp_err_t err);
@@ -134,6 +139,8 @@ class KafkaSink final : public Sink {
 
   static void on_delivery(rd_kafka_t* rk, const rd_kafka_message_t* message, void* opaque);
   static void on_error(rd_kafka_t* rk, int err, const char* reason, void* opaque);
+  static void on_log(const rd_kafka_t* rk, int level, const char* facility, const char* text);
+  void logged(int level, const char* facility, const char* text) noexcept;
   void delivered(const rd_kafka_message_t* message) noexcept;
   void errored(int err, const char* reason) noexcept;
   // Notes a fatal error if librdkafka has raised one; returns whether one was raised.
@@ -179,6 +186,13 @@ class KafkaSink final : public Sink {
   // outcome of every message of the batches started from then until none is left unfinished.
   // They are not queued, so that none overtakes an unsent message of its key.
   std::string held_back_;
+
+  // librdkafka's log lines for take_log(); their own mutex, since librdkafka logs from
+  // inside calls made with mu_ held.
+  std::mutex log_mu_;
+  std::vector<LogLine> log_;
+  std::size_t log_dropped_ = 0;
+
   std::thread thread_;  // last: starts once everything above is initialised
 };
 

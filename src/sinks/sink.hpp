@@ -38,6 +38,12 @@ struct Message {
   std::int64_t created_at_unix_us = 0;
 };
 
+// A log line of a sink's client library; level as in syslog (0 emergency .. 7 debug).
+struct LogLine {
+  int level = 6;
+  std::string text;
+};
+
 enum class Delivery {
   kAcked,        // the broker has it; the relay marks the event published
   kUnavailable,  // sink-wide trouble (broker down, timeout): retry later, no attempt burned
@@ -93,6 +99,11 @@ class Sink {
   // One line for logs and outbox.status: what it sends to, never credentials.
   virtual std::string describe() const = 0;
 
+  // The client library's log lines since the last call, oldest first (a sink collects them
+  // on any thread). The relay takes them after every pass and writes them to the server log,
+  // where they follow log_destination; a sink must not write to stderr. Default: none.
+  virtual std::vector<LogLine> take_log() { return {}; }
+
   // The relay's shutdown request, a flag its signal handler sets. A sink that waits for
   // acknowledgements checks stop_requested() at least every 100 ms and, once it is set,
   // stops waiting: what is not acknowledged by then fails as kUnavailable (the relay sends it
@@ -107,8 +118,8 @@ class Sink {
   const volatile std::sig_atomic_t* stop_flag_ = nullptr;
 };
 
-// 2: Sink::start() and finish(). 3: Sink::stop_when(). A plugin built for another version
-// is refused with a message that says so: rebuild it against this header.
+// 2: Sink::start() and finish(). 3: Sink::stop_when() and take_log(). A plugin built for
+// another version is refused with a message that says so: rebuild it against this header.
 inline constexpr int kAbiVersion = 3;
 
 struct PluginV1 {

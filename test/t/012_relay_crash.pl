@@ -101,6 +101,13 @@ note("duplicates after the crashes: $dups (allowed: at least once)");
 is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.events WHERE published_at IS NULL}), '0',
 	'every event is marked published');
 
+# librdkafka's complaints about the brokers that were down reach the server log through the
+# relay (with its prefix and log_line_prefix), not as raw lines on stderr.
+my $server_log = slurp_file($node->logfile);
+like($server_log, qr/(WARNING|LOG):  outbox relay 1: librdkafka FAIL: /,
+	'librdkafka logs through the relay');
+unlike($server_log, qr/^%\d\|/m, 'no raw librdkafka lines on stderr');
+
 $node->stop;
 $mock->stop;
 done_testing();

@@ -998,6 +998,30 @@ TEST(KafkaSink, BadOptions) {
   EXPECT_NE(e.find("timestamp must be"), std::string::npos) << e;
 }
 
+// librdkafka's log lines are kept for the relay (which writes them to the server log), not
+// written to stderr; a flood of them is capped between two take_log() calls.
+TEST(KafkaSink, LogLinesAreKeptForTheRelay) {
+  {
+    KafkaSink sink(Options{{"bootstrap.servers", "127.0.0.1:1"}});  // nothing listens there
+    Events events;
+    events.add("order", "k", "T", "{}");
+    EXPECT_EQ(summary(send(sink, events, 1500ms)), "U");
+    std::string all;
+    for (const LogLine& line : sink.take_log()) all += line.text + "\n";
+    EXPECT_NE(all.find("librdkafka FAIL: "), std::string::npos) << all;
+    EXPECT_NE(all.find("127.0.0.1:1"), std::string::npos) << all;
+    EXPECT_TRUE(sink.take_log().empty());  // taken once
+  }
+  MockCluster cluster(1);
+  auto chatty = make_sink(cluster, {{"debug", "all"}});
+  ASSERT_EQ(warm_up(*chatty), "A");
+  const std::vector<LogLine> lines = chatty->take_log();
+  ASSERT_EQ(lines.size(), KafkaSink::kMaxLogLines + 1);
+  EXPECT_EQ(lines.front().level, 7);  // debug
+  EXPECT_NE(lines.back().text.find("more log lines were dropped"), std::string::npos)
+      << lines.back().text;
+}
+
 TEST(KafkaSink, DescribeShowsNoSecrets) {
   KafkaSink sink({{"bootstrap.servers", "127.0.0.1:19092,127.0.0.1:19093"},
                   {"security.protocol", "SASL_PLAINTEXT"},
