@@ -14,6 +14,7 @@
 #include "core/event_rules.hpp"
 #include "core/uuid7.hpp"
 #include "pg/boundary.hpp"
+#include "pg/jsonb_object.hpp"
 #include "pg/relay_shmem.hpp"
 #include "pg/settings.hpp"
 
@@ -83,21 +84,15 @@ HeadersMeasure measure_headers(Datum value) {
   return guard([&]() -> HeadersMeasure {
     Jsonb* jb = DatumGetJsonbP(value);
     if (!JB_ROOT_IS_OBJECT(jb)) return {false, false, false, nullptr};
-    JsonbIterator* it = JsonbIteratorInit(&jb->root);
-    JsonbValue v;
-    JsonbIteratorToken token;
-    char* key = nullptr;
-    while ((token = JsonbIteratorNext(&it, &v, true)) != WJB_DONE) {
-      if (token == WJB_KEY) {
-        key = pnstrdup(v.val.string.val, v.val.string.len);
-      } else if (token == WJB_VALUE) {
-        bool is_string = v.type == jbvString;
-        if (!is_string || key[0] == '\0' || is_reserved_header(key)) {
-          return {true, true, is_string, key};
-        }
-      }
-    }
-    return {true, false, false, nullptr};
+    HeadersMeasure out{true, false, false, nullptr};
+    for_each_member(&jb->root, [&](const JsonbValue& key, const JsonbValue& v) {
+      char* name = pnstrdup(key.val.string.val, key.val.string.len);
+      const bool is_string = v.type == jbvString;
+      if (is_string && name[0] != '\0' && !is_reserved_header(name)) return true;
+      out = {true, true, is_string, name};
+      return false;
+    });
+    return out;
   });
 }
 
@@ -294,21 +289,19 @@ BatchElement read_batch_element(JsonbValue* element) {
   JsonbContainer* object = element->val.binary.data;
 
   // Unknown keys are refused, so that a typo such as "aggregate_id" is not a silent NULL.
-  JsonbIterator* it = JsonbIteratorInit(object);
-  JsonbValue v;
-  JsonbIteratorToken token;
-  while ((token = JsonbIteratorNext(&it, &v, true)) != WJB_DONE) {
-    if (token != WJB_KEY) continue;
-    bool known = false;
+  const bool all_known = for_each_member(object, [&](const JsonbValue& key, const JsonbValue&) {
     for (const char* k : kKeys) {
-      known = known || (strlen(k) == static_cast<size_t>(v.val.string.len) &&
-                        memcmp(k, v.val.string.val, v.val.string.len) == 0);
+      if (strlen(k) == static_cast<size_t>(key.val.string.len) &&
+          memcmp(k, key.val.string.val, key.val.string.len) == 0) {
+        return true;
+      }
     }
-    if (!known) {
-      out.problem = BatchProblem::kUnknownKey;
-      out.bad_key = pnstrdup(v.val.string.val, v.val.string.len);
-      return out;
-    }
+    out.bad_key = pnstrdup(key.val.string.val, key.val.string.len);
+    return false;
+  });
+  if (!all_known) {
+    out.problem = BatchProblem::kUnknownKey;
+    return out;
   }
 
   struct TextField {

@@ -45,6 +45,7 @@
 
 #include "core/seq_gaps.hpp"
 #include "pg/boundary.hpp"
+#include "pg/jsonb_object.hpp"
 #include "pg/relay_shmem.hpp"
 #include "pg/settings.hpp"
 #include "pg/sink_loader.hpp"
@@ -223,16 +224,13 @@ void copy_headers(Datum value, Row& row) {
   const int n = JB_ROOT_COUNT(headers);
   row.header_keys = static_cast<Text*>(palloc(sizeof(Text) * (n + 1)));
   row.header_values = static_cast<Text*>(palloc(sizeof(Text) * (n + 1)));
-  JsonbIterator* it = JsonbIteratorInit(&headers->root);
-  JsonbValue v;
-  JsonbIteratorToken token;
-  while ((token = JsonbIteratorNext(&it, &v, true)) != WJB_DONE) {
-    if (token == WJB_KEY && row.nheaders < n) {
-      row.header_keys[row.nheaders] = {v.val.string.val, v.val.string.len};
-    } else if (token == WJB_VALUE && row.nheaders < n && v.type == jbvString) {
+  for_each_member(&headers->root, [&](const JsonbValue& key, const JsonbValue& v) {
+    if (v.type == jbvString && row.nheaders < n) {
+      row.header_keys[row.nheaders] = {key.val.string.val, key.val.string.len};
       row.header_values[row.nheaders++] = {v.val.string.val, v.val.string.len};
     }
-  }
+    return true;
+  });
 }
 
 // Takes the fetch's rows straight from the executor (no SPI tuple table and no second

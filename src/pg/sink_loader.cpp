@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include "pg/boundary.hpp"
+#include "pg/jsonb_object.hpp"
 
 namespace outbox::pg {
 namespace {
@@ -55,28 +56,22 @@ sinks::Options sink_options_from_jsonb(const char* function, Jsonb* options) {
       return out;
     }
     out.items = static_cast<RawOption*>(palloc0(sizeof(RawOption) * (JB_ROOT_COUNT(options) + 1)));
-    JsonbIterator* it = JsonbIteratorInit(&options->root);
-    JsonbValue v;
-    JsonbIteratorToken token;
-    char* key = nullptr;
-    while ((token = JsonbIteratorNext(&it, &v, true)) != WJB_DONE) {
-      if (token == WJB_KEY) {
-        key = pnstrdup(v.val.string.val, v.val.string.len);
-      } else if (token == WJB_VALUE) {
-        char* value = nullptr;
-        if (v.type == jbvString) {
-          value = pnstrdup(v.val.string.val, v.val.string.len);
-        } else if (v.type == jbvNumeric) {
-          value = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric)));
-        } else if (v.type == jbvBool) {
-          value = pstrdup(v.val.boolean ? "true" : "false");
-        } else {
-          out.bad_key = key;
-          return out;
-        }
-        out.items[out.count++] = {key, value};
+    for_each_member(&options->root, [&](const JsonbValue& k, const JsonbValue& v) {
+      char* key = pnstrdup(k.val.string.val, k.val.string.len);
+      char* value = nullptr;
+      if (v.type == jbvString) {
+        value = pnstrdup(v.val.string.val, v.val.string.len);
+      } else if (v.type == jbvNumeric) {
+        value = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric)));
+      } else if (v.type == jbvBool) {
+        value = pstrdup(v.val.boolean ? "true" : "false");
+      } else {
+        out.bad_key = key;
+        return false;
       }
-    }
+      out.items[out.count++] = {key, value};
+      return true;
+    });
     return out;
   });
   if (raw.not_object) {
