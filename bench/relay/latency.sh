@@ -19,6 +19,8 @@
 #   client's delayed ACK (~40 ms): with 1 partition a batch is one request, as a real
 #   broker (which sets TCP_NODELAY) would answer it;
 #   Kafka mock, 1 partition, "linger.ms": "0" (librdkafka otherwise waits 5 ms to batch);
+#   null sink / Kafka mock (4 partitions) with the commits at the times of a Poisson process
+#   of the same rate (exponential gaps, seeded): bursts and lulls instead of an even beat;
 #   null sink / Kafka mock (1 partition), woken only by its poll: the writer session sets
 #   outbox.wake_at_commit = off (the committing backend sends the wake-up), and
 #   outbox.poll_interval = 100ms (the article's peer: LISTEN/NOTIFY 2.9/22 ms, 100 ms
@@ -26,8 +28,8 @@
 # The first second of each run is a warm-up (not counted): it absorbs the Kafka producer's
 # start and a new topic's metadata.
 #
-#   bash bench/relay/latency.sh          # 3 rounds x 6 variants x 15 s, ~6.5 min
-#   QUICK=1 bash bench/relay/latency.sh  # 3 rounds x 6 variants x 3 s, ~2 min
+#   bash bench/relay/latency.sh          # 3 rounds x 8 variants x 15 s, ~8 min
+#   QUICK=1 bash bench/relay/latency.sh  # 3 rounds x 8 variants x 3 s, ~2.5 min
 # ROUNDS, SECONDS_PER_RUN, RATE override.
 set -euo pipefail
 # shellcheck source=bench/relay/lib.sh

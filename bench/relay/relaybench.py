@@ -16,6 +16,7 @@ GetCurrentTimestamp() reads on this host), so client and server timestamps compa
 import argparse
 import json
 import os
+import random
 import signal
 import statistics
 import subprocess
@@ -498,9 +499,11 @@ def verdict(text, ok):
 # latency
 
 
-def write_events(rate, seconds, warmup, aggtype, wake):
-    """One session commits one enqueue per transaction at `rate` per second. Returns
-    (id, time before COMMIT, time COMMIT returned) of the events after the warm-up."""
+def write_events(rate, seconds, warmup, aggtype, wake, poisson=False, seed=0):
+    """One session commits one enqueue per transaction at `rate` per second: evenly spaced,
+    or (poisson) at the times of a Poisson process of that rate (exponential gaps, seeded),
+    so that commits also come in bursts. Returns (id, time before COMMIT, time COMMIT
+    returned) of the events after the warm-up."""
     c = connect(autocommit=False)
     cur = c.cursor()
     if not wake:
@@ -512,9 +515,11 @@ def write_events(rate, seconds, warmup, aggtype, wake):
     n = n_warm + int(rate * seconds)
     rec = []
     late = 0
+    gaps = random.Random(seed)
     start = time.time() + 0.05
+    target = start
     for k in range(n):
-        target = start + k / rate
+        target = target + gaps.expovariate(rate) if poisson else start + k / rate
         now = time.time()
         if target > now:
             time.sleep(target - now)
@@ -575,11 +580,15 @@ def latency(args):
     # The mock does not set TCP_NODELAY: when two ProduceRequests (two partitions) are in
     # flight, the second answer waits for the client's delayed ACK (~40 ms). A batch for a
     # 1-partition topic is one request, which is what a real broker answers without delay.
+    # The "-poisson" variants: the same rate, with the commits at the times of a Poisson
+    # process (bursts and gaps) instead of evenly spaced.
     variants = [
         ("null-wake", "null sink, woken at commit", "null", {}, True, None, 0),
         ("kafka-wake", "Kafka mock, 4 partitions, woken at commit", "kafka", kafka_now, True, None, 4),
         ("kafka1-wake", "Kafka mock, 1 partition, woken at commit", "kafka", kafka_now, True, None, 1),
         ("kafka1l0-wake", "Kafka 1 partition, linger.ms=0, woken", "kafka", kafka_l0, True, None, 1),
+        ("null-poisson", "null sink, woken, Poisson arrivals", "null", {}, True, None, 0),
+        ("kafka-poisson", "Kafka mock, 4 partitions, Poisson arrivals", "kafka", kafka_now, True, None, 4),
         ("null-poll", "null sink, poll 100ms only (wake off)", "null", {}, False, "100ms", 0),
         ("kafka1-poll", "Kafka 1 partition, poll 100ms only", "kafka", kafka_now, False, "100ms", 1),
     ]
@@ -598,7 +607,8 @@ def latency(args):
             a.set_guc("outbox.poll_interval", poll)
             a.configure(sink, options)
             a.wait_drained(30)
-            rec, rate, late = write_events(args.rate, args.seconds, args.warmup, aggtype, wake)
+            rec, rate, late = write_events(args.rate, args.seconds, args.warmup, aggtype, wake,
+                                           poisson=key.endswith("-poisson"), seed=r * nv + k)
             if not a.wait_drained(60):
                 out("      WARNING: %s: events still unpublished after 60 s" % key)
             pub = dict(a.c.execute(
@@ -660,7 +670,9 @@ def latency(args):
     out("-- targets (definition (i))")
     for key, label in (("null-wake", "null sink"), ("kafka-wake", "Kafka mock, 4 partitions"),
                        ("kafka1-wake", "Kafka mock, 1 partition (the sink's defaults)"),
-                       ("kafka1l0-wake", "Kafka mock, 1 partition, linger.ms=0")):
+                       ("kafka1l0-wake", "Kafka mock, 1 partition, linger.ms=0"),
+                       ("null-poisson", "null sink, Poisson arrivals"),
+                       ("kafka-poisson", "Kafka mock, 4 partitions, Poisson arrivals")):
         verdict("%s, woken at commit: p50 <= 1 ms (measured %.3f ms)" % (label, res[key + "/p50"]),
                 res[key + "/p50"] <= 1.0)
         verdict("%s, woken at commit: p99 <= 5 ms (measured %.3f ms)" % (label, res[key + "/p99"]),
