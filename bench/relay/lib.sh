@@ -193,6 +193,14 @@ COMMIT;
 EOF
 }
 
+# writers_setup: what the steady-writer benchmarks (writers_alternating.sh, partitions.sh)
+# start from: the null sink, the orders table, and the writers' pgbench script plain.sql.
+writers_setup() {
+  sqlv "SELECT outbox.configure_sink('null')" >/dev/null
+  orders_table_sql | sql -o /dev/null
+  writer_txn_sql orders | bench_file plain.sql >/dev/null
+}
+
 # relay_header TITLE: bench_header plus what the relay benchmarks add.
 relay_header() {
   bench_header "$1"

@@ -27,9 +27,7 @@ relay_header "relay CPU vs the number of partitions, $RATE commits/s"
 relay_start 56308
 echo "   cluster 127.0.0.1:$BENCH_PORT ($BENCH_WORK), relay pid $RELAY_PID"
 echo "   rounds=$ROUNDS of ${RUN_S} s per state; many = few + $PAST past partitions"
-sqlv "SELECT outbox.configure_sink('null')" >/dev/null
-orders_table_sql | sql -o /dev/null
-writer_txn_sql orders | bench_file plain.sql >/dev/null
+writers_setup
 sql -c "ANALYZE outbox.events"
 
 add_past() {

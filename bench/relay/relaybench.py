@@ -8,6 +8,7 @@ Run by those scripts, against the throwaway cluster they start (RB_DSN), never o
   relaybench.py latency      commit -> sink acknowledgement at a steady commit rate
   relaybench.py memory       peak RSS of the relay worker while it drains a backlog
   relaybench.py listen       a LISTEN session that consumes notifications (writers.sh)
+  relaybench.py order        the balanced order of writers_alternating.sh's phases
   relaybench.py phases       the report of writers_alternating.sh (reads its files)
 
 Timings are wall clock (time.time(), the same CLOCK_REALTIME the server's
@@ -73,6 +74,15 @@ def ratio_summary(values):
     return "%+6.1f%% %+6.1f%% %+6.1f%%   %+6.1f%% +- %.1f%%" % (
         100 * (med(values) - 1), 100 * (pct(values, 25) - 1), 100 * (pct(values, 75) - 1),
         100 * (mean - 1), 100 * half)
+
+
+def print_order(args):
+    """Prints the labels of every phase, one per line, cycle after cycle in balanced_order
+    (writers_alternating.sh switches by this list)."""
+    labels = args.labels.split(",")
+    for c in range(args.cycles):
+        for label in balanced_order(labels, c):
+            out(label)
 
 
 def balanced_order(labels, c):
@@ -916,6 +926,10 @@ def main():
     li = sub.add_parser("listen")
     li.add_argument("--channel", default="outbox_events")
     li.set_defaults(func=listen)
+    od = sub.add_parser("order")
+    od.add_argument("--labels", required=True, help="comma-separated")
+    od.add_argument("--cycles", type=int, required=True)
+    od.set_defaults(func=print_order)
     ph = sub.add_parser("phases")
     ph.add_argument("--switches", required=True)
     ph.add_argument("--seconds", required=True)

@@ -41,26 +41,20 @@ echo "   clients=$CLIENTS, one run of $RUN_S s, phases of $PHASE_S s (first seco
 
 echo "include_if_exists = 'wake.conf'" >>"$BENCH_WORK/data/postgresql.conf"
 sqlv "SELECT pg_reload_conf()" >/dev/null
-sqlv "SELECT outbox.configure_sink('null')" >/dev/null
-orders_table_sql | sql -o /dev/null
-writer_txn_sql orders | bench_file plain.sql >/dev/null
+writers_setup
 # As in writers.sh: write some events and ANALYZE, so that the relay's kept UPDATE plan is
 # made for a partition with statistics.
 as_postgres pgbench -h "$BENCH_WORK" -p "$BENCH_PORT" -n -M prepared -c 4 -j 2 -t 2500 -f "$BENCH_WORK/plain.sql" "$BENCH_DB" >/dev/null 2>&1
 sql -c "ANALYZE outbox.events"
 
-LABELS=(on off control)
 declare -A VALUE=([on]=on [off]=off [control]=off)
-# The label of phase K (0-based): cycle c = K / 3 runs rotation c, mirrored in every
-# second set of three cycles.
-phase_label() {
-  local c=$(($1 / 3)) k=$(($1 % 3)) pos
-  if [ $(((c / 3) % 2)) = 1 ]; then pos=$((2 - k)); else pos=$k; fi
-  echo "${LABELS[$(((pos + c) % 3))]}"
-}
 
 j=$((CLIENTS < 2 ? CLIENTS : 2))
 phases=$((RUN_S / PHASE_S))
+# The label of every phase (0-based K): cycle c = K / 3 runs rotation c of the list, mirrored
+# in every second set of three cycles (relaybench.py's balanced_order, as throughput_paired.sh).
+mapfile -t PHASE_LABELS < <("$PY" "$RELAY_BENCH_DIR/relaybench.py" order --labels on,off,control \
+  --cycles $(((phases + 2) / 3)))
 start=$(($(date +%s) + 2))
 # cpu_sample: the relay's CPU ticks, and the machine's busy and total ticks (/proc/stat).
 cpu_sample() {
@@ -73,7 +67,7 @@ cpu_sample() {
 pm_pid=$(head -n 1 "$BENCH_WORK/data/postmaster.pid")
 (
   for k in $(seq 0 $((phases - 1))); do
-    label=$(phase_label "$k")
+    label=${PHASE_LABELS[$k]}
     now=$(date +%s.%N)
     sleep "$(awk -v t="$((start + k * PHASE_S))" -v n="$now" 'BEGIN { d = t - n - 0.02; print (d > 0 ? d : 0) }')"
     echo "outbox.wake_at_commit = ${VALUE[$label]}" >"$BENCH_WORK/data/wake.conf"

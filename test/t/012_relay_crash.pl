@@ -36,6 +36,13 @@ restart_after_crash = on
 $node->safe_psql('postgres', 'CREATE EXTENSION outbox;');
 $node->safe_psql('postgres', qq{SELECT outbox.configure_sink('kafka', '{"bootstrap.servers": "$bootstrap"}')});
 
+# The relay has a batch in the sink's hands (here: waiting on brokers that are down).
+sub wait_relay_sending {
+	ok( $node->poll_query_until('postgres',
+			q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'outbox relay' AND query LIKE 'outbox relay: sending%'}),
+		'the relay is waiting on the broker with a batch');
+}
+
 my @enqueued;
 sub enqueue {
 	my ($n, $tag) = @_;
@@ -51,9 +58,7 @@ enqueue(100, 'before');
 ok($node->poll_query_until('postgres', q{SELECT unpublished = 0 FROM outbox.status}), 'first events delivered');
 mock('down -1');
 enqueue(200, 'in-flight');
-ok( $node->poll_query_until('postgres',
-		q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'outbox relay' AND query LIKE 'outbox relay: sending%'}),
-	'the relay is waiting on the broker with a batch');
+wait_relay_sending();
 my $relay_pid = $node->safe_psql('postgres', q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'outbox relay'});
 kill 'KILL', $relay_pid;
 mock('up -1');
@@ -75,9 +80,7 @@ $node->append_conf('postgresql.conf', "outbox.send_timeout = '1h'");
 $node->reload;
 mock('down -1');
 enqueue(200, 'at-shutdown');
-ok( $node->poll_query_until('postgres',
-		q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'outbox relay' AND query LIKE 'outbox relay: sending%'}),
-	'the relay is waiting on the broker with a batch');
+wait_relay_sending();
 my $log_offset = -s $node->logfile;
 my $stop_started = time;
 $node->stop('fast');

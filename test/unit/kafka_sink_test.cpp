@@ -207,6 +207,13 @@ struct Events {
   }
 };
 
+// n order events over four keys (k0..k3), each with a new id.
+Events four_keys(int n) {
+  Events events;
+  for (int i = 0; i < n; ++i) events.add("order", "k" + std::to_string(i % 4), "T", "{}");
+  return events;
+}
+
 std::vector<Outcome> send(Sink& sink, const Events& events, std::chrono::milliseconds timeout) {
   std::vector<Outcome> outcomes(events.data.size());
   sink.send(events.messages(), outcomes, timeout);
@@ -498,8 +505,7 @@ TEST(KafkaSink, BrokersDownTimesOutThenRecovers) {
   ASSERT_EQ(warm_up(*sink), "A");
 
   ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster.get(), -1), RD_KAFKA_RESP_ERR_NO_ERROR);
-  Events events;
-  for (int i = 0; i < 20; ++i) events.add("order", "k" + std::to_string(i % 4), "T", "{}");
+  const Events events = four_keys(20);
   auto t0 = Clock::now();
   auto outcomes = send(*sink, events, 1500ms);
   auto took = Clock::now() - t0;
@@ -741,10 +747,7 @@ TEST(KafkaSink, BrokersDownWithTwoBatchesStarted) {
   ASSERT_EQ(warm_up(*sink), "A");
 
   ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster.get(), -1), RD_KAFKA_RESP_ERR_NO_ERROR);
-  Events first, second, third;
-  for (int i = 0; i < 20; ++i) first.add("order", "k" + std::to_string(i % 4), "T", "{}");
-  for (int i = 0; i < 20; ++i) second.add("order", "k" + std::to_string(i % 4), "T", "{}");
-  for (int i = 0; i < 4; ++i) third.add("order", "k" + std::to_string(i % 4), "T", "{}");
+  const Events first = four_keys(20), second = four_keys(20), third = four_keys(4);
   const auto m1 = first.messages();
   const auto m2 = second.messages();
   const auto m3 = third.messages();
@@ -811,9 +814,7 @@ TEST(KafkaSink, StopFlagEndsTheWait) {
   ASSERT_EQ(warm_up(*sink), "A");
 
   ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster.get(), -1), RD_KAFKA_RESP_ERR_NO_ERROR);
-  Events first, second;
-  for (int i = 0; i < 20; ++i) first.add("order", "k" + std::to_string(i % 4), "T", "{}");
-  for (int i = 0; i < 20; ++i) second.add("order", "k" + std::to_string(i % 4), "T", "{}");
+  const Events first = four_keys(20), second = four_keys(20);
   const auto m1 = first.messages();
   const auto m2 = second.messages();
   std::vector<Outcome> o1(m1.size(), kUnset), o2(m2.size(), kUnset);
