@@ -46,6 +46,7 @@
 #include "core/seq_gaps.hpp"
 #include "pg/boundary.hpp"
 #include "pg/jsonb_object.hpp"
+#include "pg/jsonb_text.hpp"
 #include "pg/relay_shmem.hpp"
 #include "pg/settings.hpp"
 #include "pg/sink_loader.hpp"
@@ -71,10 +72,11 @@ PGDLLEXPORT void outbox_relay_main(Datum arg);
 namespace outbox::pg {
 namespace {
 
-// What every fetch returns, in the order receive_row() reads it.
+// What every fetch returns, in the order receive_row() reads it. The payload comes as
+// jsonb: receive_row() writes its text (payload_text()), faster than payload::text would.
 #define OUTBOX_FETCH_FROM                                                                 \
   "SELECT tableoid, ctid, id::text, aggregatetype::text, aggregateid::text, type::text, " \
-  "       payload::text, headers, attempts, created_at, seq "                             \
+  "       payload, headers, attempts, created_at, seq "                                   \
   "  FROM outbox.events "
 
 // New events, from the low-water mark up ($2), in insert order (index events_queue).
@@ -158,6 +160,8 @@ constexpr double kStreamRateTimeConstantUs = 50 * 1000;
 constexpr int kMaxBatchesPerTransaction = 8;
 // With no sink, how often the relay looks for configure_sink() (see wait()).
 constexpr int kUnconfiguredCheckMs = 10;
+// The payload buffer (Relay::payload_scratch_) is given back once a payload grew it past this.
+constexpr int kPayloadScratchKeepBytes = 1024 * 1024;
 
 struct Text {
   const char* data;
@@ -233,12 +237,26 @@ void copy_headers(Datum value, Row& row) {
   });
 }
 
+// The payload's text (what payload::text gives), copied into the current memory context.
+// Written first into `scratch`, which the relay keeps: the copy is fitted, so the batch's
+// memory is what outbox.batch_max_bytes counts.
+Text payload_text(Datum value, StringInfo scratch) {
+  Jsonb* payload = DatumGetJsonbP(value);
+  resetStringInfo(scratch);
+  append_jsonb_text(scratch, &payload->root);
+  if (reinterpret_cast<Pointer>(payload) != DatumGetPointer(value)) pfree(payload);
+  char* data = static_cast<char*>(palloc(scratch->len + 1));
+  memcpy(data, scratch->data, scratch->len);
+  return {data, scratch->len};
+}
+
 // Takes the fetch's rows straight from the executor (no SPI tuple table and no second
 // copy), and stops the scan as soon as the batch is full, so that no row past
 // outbox.batch_max_bytes is locked. Called by the executor, inside guard().
 struct RowReceiver {
   DestReceiver dest;  // first: the executor holds a DestReceiver*
   Batch* batch;
+  StringInfo scratch;  // for payload_text()
   int limit;
   int64 bytes;
   int64 max_bytes;
@@ -257,7 +275,7 @@ bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
   row.aggregatetype = copy_text(values[3]);
   row.aggregateid = copy_text(values[4]);
   row.type = copy_text(values[5]);
-  row.payload = copy_text(values[6]);
+  row.payload = payload_text(values[6], receiver->scratch);
   if (!slot->tts_isnull[7]) copy_headers(values[7], row);
   row.attempts = DatumGetInt32(values[8]);
   row.created_at = DatumGetTimestampTz(values[9]);
@@ -283,6 +301,7 @@ class Relay {
     iteration_ = guard([] {
       return AllocSetContextCreate(TopMemoryContext, "outbox relay", ALLOCSET_DEFAULT_SIZES);
     });
+    guard([&] { init_payload_scratch(); });
     for (Batch& batch : batches_) {
       batch.memory = guard([] {
         return AllocSetContextCreate(TopMemoryContext, "outbox relay batch",
@@ -763,6 +782,7 @@ class Relay {
     receiver.dest.rDestroy = receiver_nothing;
     receiver.dest.mydest = DestNone;
     receiver.batch = &batch;
+    receiver.scratch = &payload_scratch_;
     receiver.limit = limit;
     receiver.bytes = bytes;
     receiver.max_bytes = max_bytes;
@@ -777,6 +797,18 @@ class Relay {
       elog(ERROR, "outbox relay: fetching events failed");
     }
     bytes = receiver.bytes;
+    // A payload of many megabytes does not keep its buffer for the relay's lifetime.
+    if (payload_scratch_.maxlen > kPayloadScratchKeepBytes) {
+      pfree(payload_scratch_.data);
+      init_payload_scratch();
+    }
+  }
+
+  // Runs inside guard().
+  void init_payload_scratch() {
+    MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+    initStringInfo(&payload_scratch_);
+    MemoryContextSwitchTo(old);
   }
 
   // Fetches the next batch. The first of a transaction also moves the low-water mark, looks
@@ -1111,6 +1143,8 @@ class Relay {
   const int index_;
   std::mt19937_64 rng_;
   MemoryContext iteration_ = nullptr;
+  // Where payload_text() writes each payload before its fitted copy (in TopMemoryContext).
+  StringInfoData payload_scratch_{};
   std::unique_ptr<sinks::Sink> sink_;
   std::string sink_name_;
   uint32 generation_ = 0;

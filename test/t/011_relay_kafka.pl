@@ -111,6 +111,32 @@ is($count, 140, 'plain: no duplicates without faults');
 my $partitions = () = do { my %p = map { $_->[0] => 1 } @{ consume('outbox.event.order') }; keys %p };
 ok($partitions > 1, "keys spread over $partitions partitions");
 
+# 1b. The value of a message is the payload's text, byte for byte what payload::text gives
+#     (the relay writes it itself, faster than the cast): escapes, every control character,
+#     UTF-8, numbers as PostgreSQL prints them, nesting, top-level scalars, long strings.
+my @corpus = (
+	q{'{"a": 1, "b": [true, false, null], "c": {}, "d": [], "e": {"f": [{"g": "h"}]}}'::jsonb},
+	q{to_jsonb((SELECT string_agg(chr(c), '' ORDER BY c) FROM generate_series(1, 127) c))},
+	q{jsonb_build_object('key "with" ' || chr(92) || ' escapes' || chr(10), 'tab' || chr(9), 'unicode', 'Zürich ✓ 😀 ∑')},
+	q{'{"escaped on input": "\u00e9 \" \\\\ \/ \b \f \n \r \t \u001f"}'::jsonb},
+	q{'[0, -0, 1.0, 1e3, 1.5e-10, -1.23E+5, 123456789012345678901234567890.123456789]'::jsonb},
+	q{'"just a string"'::jsonb}, q{'42'::jsonb}, q{'true'::jsonb}, q{'null'::jsonb}, q{'[]'::jsonb},
+	q{jsonb_build_object('long', repeat('ab' || chr(10) || '"' || chr(92), 5000), 'after', 1)},
+	q{jsonb_build_array(repeat('x', 8191) || chr(10) || repeat('y', 8191) || chr(1))},
+	q{(SELECT jsonb_agg(jsonb_build_object('i', i, 's', chr(7) || i)) FROM generate_series(1, 3000) i)},
+);
+for my $i (0 .. $#corpus) {
+	$node->safe_psql('postgres', "SELECT outbox.enqueue('payload', 'p$i', 'Text', $corpus[$i])");
+}
+wait_all_published('payload text: all published');
+my %expected = map { split /\|/, $_, 2 } split /\n/,
+  $node->safe_psql('postgres', q{SELECT aggregateid, payload::text FROM outbox.events WHERE aggregatetype = 'payload'});
+my %received = map { ($_->[1] => $_->[3]) } @{ consume('outbox.event.payload') };
+is(scalar(keys %received), scalar(@corpus), 'payload text: every payload arrived');
+is(scalar(grep { ($received{$_} // '') ne $expected{$_} } keys %expected), 0,
+	'payload text: each is byte for byte payload::text')
+  or diag(join "\n", map { "p$_: " . substr($received{"p$_"} // '(none)', 0, 200) } 0 .. $#corpus);
+
 # 2. Transient request errors: librdkafka retries, the relay may back off; all arrive.
 mock('errors Produce 6 NOT_ENOUGH_REPLICAS');
 enqueue_orders(35, 'transient');
