@@ -1,5 +1,7 @@
 #include "pg/jsonb_text.hpp"
 
+#include <algorithm>
+
 #include "core/json_text.hpp"
 
 namespace outbox::pg {
