@@ -76,6 +76,8 @@ RELAY_SO_MD5=$(relay_so_md5)
 # that has them mapped then crashes. The snapshot is bind-mounted over the installed files
 # in a mount namespace of the server's own (unshare -m, root only); elsewhere nothing
 # changes. Without unshare the server uses the installed files (start_cluster).
+# RELAY_LIBS=DIR snapshots outbox.so and the two sink libraries of DIR instead (a build of
+# another commit, with the same SQL scripts): an A/B of two builds, one run each.
 relay_start() {
   BENCH_PORT=$1
   shift
@@ -98,7 +100,7 @@ relay_start() {
   if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && [ "${RELAY_PRIVATE_LIBS:-1}" = 1 ]; then
     mkdir -p "$BENCH_WORK/lib"
     for f in outbox.so outbox_sink_null.so outbox_sink_kafka.so; do
-      cp "$libdir/$f" "$BENCH_WORK/lib/$f"
+      cp "${RELAY_LIBS:-$libdir}/$f" "$BENCH_WORK/lib/$f"
       binds="$binds mount --bind '$BENCH_WORK/lib/$f' '$libdir/$f' &&"
     done
     chmod 755 "$BENCH_WORK/lib" "$BENCH_WORK"/lib/*.so
@@ -114,9 +116,11 @@ relay_start() {
       { cat "$BENCH_WORK/server.log" 2>/dev/null; return 1; }
     echo "   libraries: private snapshot (md5 outbox.so $(md5sum "$BENCH_WORK/lib/outbox.so" | cut -c1-8)," \
          "null $(md5sum "$BENCH_WORK/lib/outbox_sink_null.so" | cut -c1-8)," \
-         "kafka $(md5sum "$BENCH_WORK/lib/outbox_sink_kafka.so" | cut -c1-8)) bind-mounted for this server only"
+         "kafka $(md5sum "$BENCH_WORK/lib/outbox_sink_kafka.so" | cut -c1-8)) of ${RELAY_LIBS:-$libdir}," \
+         "bind-mounted for this server only"
     RELAY_SO_MD5=""   # a make install elsewhere cannot reach this server
   else
+    [ -z "${RELAY_LIBS:-}" ] || { echo "RELAY_LIBS needs root and unshare (a private snapshot)" >&2; return 1; }
     start_cluster "$BENCH_WORK" "$BENCH_PORT" "${conf[@]}" || { cat "$BENCH_WORK/server.log" 2>/dev/null; return 1; }
     echo "   libraries: the installed ones (a make install elsewhere during the run would replace them)"
   fi
