@@ -210,15 +210,20 @@ struct BatchResult {
   std::string first_error;
 };
 
+// A copy of len bytes in the current memory context; not NUL-terminated.
+Text copy_bytes(const char* bytes, int len) {
+  char* data = static_cast<char*>(palloc(len + 1));
+  memcpy(data, bytes, len);
+  return {data, len};
+}
+
 // A copy of a text value in the current memory context; not NUL-terminated. A compressed
 // or out-of-line value is expanded into that context, and then not copied again.
 Text copy_text(Datum value) {
   text* t = DatumGetTextPP(value);
   const int len = static_cast<int>(VARSIZE_ANY_EXHDR(t));
   if (reinterpret_cast<Pointer>(t) != DatumGetPointer(value)) return {VARDATA_ANY(t), len};
-  char* data = static_cast<char*>(palloc(len + 1));
-  memcpy(data, VARDATA_ANY(t), len);
-  return {data, len};
+  return copy_bytes(VARDATA_ANY(t), len);
 }
 
 // Headers are a flat object of strings (enqueue checked it). The texts point into the
@@ -245,9 +250,7 @@ Text payload_text(Datum value, StringInfo scratch) {
   resetStringInfo(scratch);
   append_jsonb_text(scratch, &payload->root);
   if (reinterpret_cast<Pointer>(payload) != DatumGetPointer(value)) pfree(payload);
-  char* data = static_cast<char*>(palloc(scratch->len + 1));
-  memcpy(data, scratch->data, scratch->len);
-  return {data, scratch->len};
+  return copy_bytes(scratch->data, scratch->len);
 }
 
 // Takes the fetch's rows straight from the executor (no SPI tuple table and no second
