@@ -33,7 +33,6 @@ CLIENTS=${CLIENTS:-8}
 
 relay_header "late commits: enqueue -> published at $RATE commits/s from $CLIENTS writers, xmin free or held"
 relay_start 56305
-echo "   cluster 127.0.0.1:$BENCH_PORT ($BENCH_WORK), relay pid $RELAY_PID"
 echo "   rounds=$ROUNDS, $SECONDS_PER_RUN s per run"
 
 sqlv "SELECT outbox.configure_sink('null')" >/dev/null

@@ -45,7 +45,6 @@ RATE=${RATE:-200}
 relay_header "relay latency: commit -> sink ack at $RATE commits/s (wake at commit vs poll)"
 relay_start 56302
 mock_start
-echo "   cluster 127.0.0.1:$BENCH_PORT ($BENCH_WORK), relay pid $RELAY_PID, Kafka mock $BOOTSTRAP"
 echo "   rounds=$ROUNDS, $SECONDS_PER_RUN s per run (+1 s warm-up) at $RATE commits/s"
 
 py latency --bootstrap "$BOOTSTRAP" --rounds "$ROUNDS" --seconds "$SECONDS_PER_RUN" --rate "$RATE" \

@@ -139,6 +139,7 @@ relay_start() {
     return 1
   fi
   export RELAY_PID
+  echo "   cluster 127.0.0.1:$BENCH_PORT ($BENCH_WORK), relay pid $RELAY_PID"
   echo "   relay settings: $(sqlv "SELECT string_agg(replace(name, 'outbox.', '') || '=' || setting || coalesce(unit, ''), ' ' ORDER BY name) FROM pg_settings WHERE name LIKE 'outbox.%' AND name NOT IN ('outbox.max_payload_bytes', 'outbox.partition_interval', 'outbox.retention', 'outbox.premake', 'outbox.rotate_lock_timeout')")"
 }
 
@@ -154,6 +155,7 @@ mock_start() {
   BOOTSTRAP=$(head -n 1 "$BENCH_WORK/mock.out")
   [ -n "$BOOTSTRAP" ] || { echo "the Kafka mock did not start:" >&2; cat "$BENCH_WORK/mock.log" >&2; return 1; }
   export BOOTSTRAP
+  echo "   Kafka mock $BOOTSTRAP (pid $MOCK_PID)"
 }
 
 # mock_cmd COMMAND...: one command to the Kafka mock (see test/tools/kafka_mock.cpp);

@@ -30,7 +30,6 @@ SB=128MB
 relay_header "relay memory: peak RSS of the worker draining $SMALL vs $BIG mixed-size events"
 relay_start 56304 "autovacuum = off" "shared_buffers = $SB"
 mock_start
-echo "   cluster 127.0.0.1:$BENCH_PORT ($BENCH_WORK), relay pid $RELAY_PID, Kafka mock $BOOTSTRAP"
 echo "   rounds=$ROUNDS, outbox.batch_max_bytes=$BATCH_MAX_BYTES, outbox.batch_size=1000 (default), shared_buffers=$SB"
 
 py memory --bootstrap "$BOOTSTRAP" --rounds "$ROUNDS" --small "$SMALL" --big "$BIG" \

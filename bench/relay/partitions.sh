@@ -25,7 +25,6 @@ RATE=${RATE:-200}
 
 relay_header "relay CPU vs the number of partitions, $RATE commits/s"
 relay_start 56308
-echo "   cluster 127.0.0.1:$BENCH_PORT ($BENCH_WORK), relay pid $RELAY_PID"
 echo "   rounds=$ROUNDS of ${RUN_S} s per state; many = few + $PAST past partitions"
 writers_setup
 sql -c "ANALYZE outbox.events"

@@ -55,7 +55,6 @@ relay_header "relay throughput: worker (null / Kafka mock) vs hand-written relay
 # the middle of one variant's drain would be noise, not a property of that variant.
 relay_start 56301 "autovacuum = off"
 mock_start
-echo "   cluster 127.0.0.1:$BENCH_PORT ($BENCH_WORK), relay pid $RELAY_PID, Kafka mock $BOOTSTRAP"
 echo "   rounds=$ROUNDS, backlog $ROWS events (batch 1: $ROWS_B1; Kafka mock, default topic: $ROWS_KAFKA_B1 at" \
      "batch 1, $ROWS_KAFKA_B100 at batch 100; 1-partition topic at batch 100: $ROWS_KAFKA1P_B100)"
 echo "   mock: create_topic bench.p1 1 -> $(mock_cmd create_topic bench.p1 1)"

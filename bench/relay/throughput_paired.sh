@@ -32,7 +32,6 @@ fi
 relay_header "relay throughput target: worker vs server-side loop at batch 1000, paired cycles"
 # autovacuum off, as in throughput.sh: every drain starts from a TRUNCATE.
 relay_start 56307 "autovacuum = off"
-echo "   cluster 127.0.0.1:$BENCH_PORT ($BENCH_WORK), relay pid $RELAY_PID"
 echo "   cycles=$CYCLES of three $ROWS-event drains (worker, server loop, server loop again)"
 
 py paired --rows "$ROWS" --cycles "$CYCLES" --batch 1000

@@ -52,7 +52,6 @@ AA=${AA:-0}
 
 relay_header "writers: pgbench throughput with the relay's wake-up at commit on / off / NOTIFY trigger"
 relay_start 56303 "${RELAY_SETTINGS:-}"
-echo "   cluster 127.0.0.1:$BENCH_PORT ($BENCH_WORK), relay pid $RELAY_PID"
 echo "   rounds=$ROUNDS, $SECONDS_PER_RUN s per run after ${SETTLE_S} s of settling, clients: $CLIENTS"
 [ "$AA" = 1 ] && echo "   AA=1: control run, the 'wake on' slot runs with the wake-up off"
 

@@ -36,7 +36,6 @@ PHASE_S=${PHASE_S:-4}
 
 relay_header "writers, alternating: one pgbench run, outbox.wake_at_commit switched every ${PHASE_S} s"
 relay_start 56306 "${RELAY_SETTINGS:-}"
-echo "   cluster 127.0.0.1:$BENCH_PORT ($BENCH_WORK), relay pid $RELAY_PID"
 echo "   clients=$CLIENTS, one run of $RUN_S s, phases of $PHASE_S s (first second dropped)"
 
 echo "include_if_exists = 'wake.conf'" >>"$BENCH_WORK/data/postgresql.conf"
