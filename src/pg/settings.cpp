@@ -5,7 +5,8 @@
 namespace outbox::pg {
 
 Settings settings = {
-    /* max_payload_bytes */ 1024 * 1024,
+    /* max_payload_bytes */ 900 * 1024,
+    /* max_headers_bytes */ 16 * 1024,
     /* partition_interval_s */ 24 * 60 * 60,
     /* retention_s */ 7 * 24 * 60 * 60,
     /* premake */ 4,
@@ -22,14 +23,25 @@ Settings settings = {
     /* retry_backoff_max_ms */ 60 * 1000,
     /* wake_at_commit */ true,
     /* min_batch_interval_ms */ 50,
+    /* wait_for_sync_standbys */ false,
+    /* sink_files_directory */ nullptr,
+    /* drop_discards_events */ false,
 };
 
 void define_settings() {
   DefineCustomIntVariable(
       "outbox.max_payload_bytes", "Largest payload outbox.enqueue accepts, in bytes of jsonb.",
-      "Larger payloads are refused with SQLSTATE 54000. Keep it below the broker's message "
-      "size limit (Kafka's message.max.bytes defaults to about 1 MB).",
+      "Larger payloads are refused with SQLSTATE 54000. With outbox.max_headers_bytes it must "
+      "stay below the sink's message size limit (librdkafka's message.max.bytes defaults to "
+      "1000000 bytes); outbox.configure_sink warns when it does not.",
       &settings.max_payload_bytes, settings.max_payload_bytes, 1, MaxAllocSize - 1, PGC_SUSET,
+      GUC_UNIT_BYTE, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "outbox.max_headers_bytes",
+      "Largest headers object outbox.enqueue accepts, in bytes of jsonb.",
+      "Larger headers are refused with SQLSTATE 54000. Headers travel with every message and "
+      "count toward outbox.batch_max_bytes.",
+      &settings.max_headers_bytes, settings.max_headers_bytes, 0, MaxAllocSize - 1, PGC_SUSET,
       GUC_UNIT_BYTE, nullptr, nullptr, nullptr);
   DefineCustomIntVariable(
       "outbox.partition_interval", "Time span of one partition of outbox.events.",
@@ -110,6 +122,28 @@ void define_settings() {
       "once. 0 disables it.",
       &settings.min_batch_interval_ms, settings.min_batch_interval_ms, 0, 1000, PGC_SIGHUP,
       GUC_UNIT_MS, nullptr, nullptr, nullptr);
+  DefineCustomBoolVariable(
+      "outbox.wait_for_sync_standbys",
+      "Publish an event only once the synchronous standbys have flushed its commit.",
+      "Every event is published only once its commit is flushed to the local WAL. With this on, "
+      "the relay also waits until the standbys named by synchronous_standby_names have flushed "
+      "it, so that a failover to one of them never leaves consumers holding events the new "
+      "primary lacks. Without synchronous standbys configured it waits for nothing more.",
+      &settings.wait_for_sync_standbys, settings.wait_for_sync_standbys, PGC_SIGHUP, 0, nullptr,
+      nullptr, nullptr);
+  DefineCustomStringVariable(
+      "outbox.sink_files_directory",
+      "Directory that sink options naming files (certificates, keytabs, secrets) must point into.",
+      "outbox.configure_sink refuses a file outside it, and reads secrets (options ending in "
+      "_file) only from it. Empty: no sink option may name a file.",
+      &settings.sink_files_directory, "", PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
+  DefineCustomBoolVariable(
+      "outbox.drop_discards_events",
+      "Let DROP EXTENSION outbox discard events that are not published yet.",
+      "Off: DROP EXTENSION outbox is refused while unpublished or dead-lettered events remain. "
+      "Set it with SET LOCAL in the transaction that drops the extension.",
+      &settings.drop_discards_events, settings.drop_discards_events, PGC_SUSET, 0, nullptr, nullptr,
+      nullptr);
   DefineCustomBoolVariable(
       "outbox.wake_at_commit", "Wake the relay when a transaction that enqueued commits.",
       "Off leaves only the outbox.poll_interval fallback (for measurements).",

@@ -5,6 +5,7 @@ namespace outbox::pg {
 
 struct Settings {
   int max_payload_bytes;
+  int max_headers_bytes;
   int partition_interval_s;
   int retention_s;
   int premake;
@@ -22,6 +23,10 @@ struct Settings {
   int retry_backoff_max_ms;
   bool wake_at_commit;
   int min_batch_interval_ms;
+  // Trust (0.4.0).
+  bool wait_for_sync_standbys;  // publish only what the synchronous standbys have flushed
+  char* sink_files_directory;   // where sink options that name files (and secrets) may point
+  bool drop_discards_events;    // DROP EXTENSION may discard unpublished events
 };
 
 // Current values. Valid after define_settings().
