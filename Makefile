@@ -1,6 +1,6 @@
 # outbox: PostgreSQL extension, built with PGXS.
 EXTENSION = outbox
-EXTVERSION = 0.3.0
+EXTVERSION = 0.4.0
 MODULE_big = outbox
 SRCS = $(wildcard src/*.cpp src/core/*.cpp src/pg/*.cpp)
 OBJS = $(SRCS:.cpp=.o)

@@ -1,5 +1,69 @@
 \echo Use "ALTER EXTENSION outbox UPDATE TO '0.2.0'" to load this file. \quit
 
+-- Refuse a schema that anyone but a superuser controls. A role that owns it, may create in
+-- it, or owns an object in it could plant functions and operators that this script would
+-- run with superuser rights (the CVE-2022-2625 / CVE-2023-39417 class). Every install and
+-- update script starts with this same block; everything after it names pg_catalog objects
+-- explicitly, and function bodies pin search_path.
+DO $guard$
+DECLARE
+    v_problem text;
+BEGIN
+    SELECT p.problem INTO v_problem FROM (
+        SELECT pg_catalog.format('the schema is owned by %I, which is not a superuser', r.rolname) AS problem
+          FROM pg_catalog.pg_namespace n
+          JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) n.nspowner
+         WHERE n.nspname OPERATOR(pg_catalog.=) 'outbox' AND NOT r.rolsuper
+        UNION ALL
+        SELECT pg_catalog.format('%s may create objects in the schema',
+                                 COALESCE(pg_catalog.quote_ident(r.rolname), 'PUBLIC'))
+          FROM pg_catalog.pg_namespace n
+         CROSS JOIN LATERAL pg_catalog.aclexplode(n.nspacl) a
+          LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) a.grantee
+         WHERE n.nspname OPERATOR(pg_catalog.=) 'outbox'
+           AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE' AND r.rolsuper IS NOT TRUE
+        UNION ALL
+        SELECT pg_catalog.format('%s "%s" in the schema is owned by %I, which is not a superuser',
+                                 o.kind, o.name, r.rolname)
+          FROM pg_catalog.pg_namespace n
+         CROSS JOIN LATERAL (
+                SELECT 'relation', c.relname::pg_catalog.text, c.relowner FROM pg_catalog.pg_class c
+                 WHERE c.relnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'function', f.proname::pg_catalog.text, f.proowner FROM pg_catalog.pg_proc f
+                 WHERE f.pronamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'type', t.typname::pg_catalog.text, t.typowner FROM pg_catalog.pg_type t
+                 WHERE t.typnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'operator', o.oprname::pg_catalog.text, o.oprowner FROM pg_catalog.pg_operator o
+                 WHERE o.oprnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'collation', c.collname::pg_catalog.text, c.collowner FROM pg_catalog.pg_collation c
+                 WHERE c.collnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'conversion', c.conname::pg_catalog.text, c.conowner FROM pg_catalog.pg_conversion c
+                 WHERE c.connamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'operator class', c.opcname::pg_catalog.text, c.opcowner FROM pg_catalog.pg_opclass c
+                 WHERE c.opcnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'operator family', f.opfname::pg_catalog.text, f.opfowner FROM pg_catalog.pg_opfamily f
+                 WHERE f.opfnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'text search configuration', c.cfgname::pg_catalog.text, c.cfgowner
+                  FROM pg_catalog.pg_ts_config c WHERE c.cfgnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'text search dictionary', d.dictname::pg_catalog.text, d.dictowner
+                  FROM pg_catalog.pg_ts_dict d WHERE d.dictnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'statistics object', s.stxname::pg_catalog.text, s.stxowner
+                  FROM pg_catalog.pg_statistic_ext s WHERE s.stxnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'extension', e.extname::pg_catalog.text, e.extowner FROM pg_catalog.pg_extension e
+                 WHERE e.extnamespace OPERATOR(pg_catalog.=) n.oid
+                   AND e.extname OPERATOR(pg_catalog.<>) 'outbox') o(kind, name, owner)
+          JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) o.owner
+         WHERE n.nspname OPERATOR(pg_catalog.=) 'outbox' AND NOT r.rolsuper
+    ) p LIMIT 1;
+    IF v_problem IS NOT NULL THEN
+        RAISE EXCEPTION 'outbox: schema "outbox" is not safe to install into: %', v_problem
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'Its objects could run with superuser rights while the extension is installed or updated.',
+                  HINT = 'CREATE EXTENSION outbox makes the schema itself: drop a schema "outbox" that someone else made. An existing installation must have its schema and every object in it owned by superusers, and no other role may hold CREATE on it.';
+    END IF;
+END
+$guard$;
+
 -- 0.2.0: the relay marks events published with HOT updates.
 --
 -- Marking used to cost a new row version on a new page plus an index entry per event,
@@ -27,7 +91,7 @@ REVOKE ALL ON FUNCTION outbox._next_seq(regclass) FROM PUBLIC;
 
 -- A cached block of values would be handed out after the relay read the sequence.
 ALTER SEQUENCE outbox.events_seq CACHE 1;
-ALTER TABLE outbox.events ALTER COLUMN seq SET DEFAULT outbox._next_seq('outbox.events_seq');
+ALTER TABLE outbox.events ALTER COLUMN seq SET DEFAULT outbox._next_seq('outbox.events_seq'::pg_catalog.regclass);
 
 -- The relay's progress: every event with seq < low_water is published or dead-lettered.
 -- A floor: any value up to the true mark is correct, so it is saved now and then, not on
@@ -38,7 +102,7 @@ CREATE TABLE outbox.relay_state (
     singleton    boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
     low_water    bigint      NOT NULL DEFAULT 0,
     seq_filenode oid,
-    updated_at   timestamptz NOT NULL DEFAULT now()
+    updated_at   timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 INSERT INTO outbox.relay_state DEFAULT VALUES;
 REVOKE ALL ON outbox.relay_state FROM PUBLIC;
@@ -54,10 +118,11 @@ UPDATE outbox.events SET next_attempt_at = NULL
 
 -- With no writer in flight, the first new unpublished event is a true low-water mark (read
 -- with the old partial index): the relay starts there, not with a walk over the history.
-UPDATE outbox.relay_state SET low_water = coalesce(
-    (SELECT min(seq) FROM outbox.events
+UPDATE outbox.relay_state SET low_water = COALESCE(
+    (SELECT pg_catalog.min(seq) FROM outbox.events
       WHERE published_at IS NULL AND dead_at IS NULL AND next_attempt_at IS NULL),
-    (SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM outbox.events_seq));
+    (SELECT CASE WHEN is_called THEN last_value OPERATOR(pg_catalog.+) 1 ELSE last_value END
+       FROM outbox.events_seq));
 
 -- The indexes. No predicate mentions published_at, so marking an event is a heap-only
 -- update when its page has room.
@@ -105,12 +170,12 @@ DECLARE
     r record;
 BEGIN
     FOR r IN SELECT q.name FROM outbox.partitions q
-              WHERE to_regclass(format('outbox.%I', q.name)) IS NOT NULL
+              WHERE pg_catalog.to_regclass(pg_catalog.format('outbox.%I', q.name)) IS NOT NULL
     LOOP
-        EXECUTE format('ALTER TABLE outbox.%I SET (fillfactor = %s)', r.name,
-                       (outbox._partition_settings()).fillfactor);
-        EXECUTE format('ALTER TABLE outbox.%I ALTER COLUMN seq SET DEFAULT outbox._next_seq(%L)',
-                       r.name, 'outbox.events_seq');
+        EXECUTE pg_catalog.format('ALTER TABLE outbox.%I SET (fillfactor = %s)', r.name,
+                                  (outbox._partition_settings()).fillfactor);
+        EXECUTE pg_catalog.format('ALTER TABLE outbox.%I ALTER COLUMN seq SET DEFAULT outbox._next_seq(%L::pg_catalog.regclass)',
+                                  r.name, 'outbox.events_seq');
     END LOOP;
 END
 $$;
@@ -281,12 +346,15 @@ CREATE OR REPLACE VIEW outbox.status AS
 SELECT w.worker, w.pid, w.state, w.sink, w.batches, w.events_sent, w.events_failed,
        w.events_dead, w.last_error, w.last_error_at, w.last_success_at, w.backoff_until,
        q.unpublished, q.oldest_unpublished_age, d.dead_lettered
-  FROM (SELECT count(*) AS unpublished, now() - min(e.created_at) AS oldest_unpublished_age
+  FROM (SELECT pg_catalog.count(*) AS unpublished,
+               pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.min(e.created_at)
+                 AS oldest_unpublished_age
           FROM outbox.events e
-         WHERE (e.seq >= coalesce((SELECT r.low_water FROM outbox.relay_state r), 0)
+         WHERE (e.seq OPERATOR(pg_catalog.>=)
+                  COALESCE((SELECT r.low_water FROM outbox.relay_state r), 0::pg_catalog.int8)
                 OR e.next_attempt_at IS NOT NULL)
            AND e.published_at IS NULL AND e.dead_at IS NULL) q
- CROSS JOIN (SELECT count(*) AS dead_lettered FROM outbox.events e
+ CROSS JOIN (SELECT pg_catalog.count(*) AS dead_lettered FROM outbox.events e
               WHERE e.dead_at IS NOT NULL AND e.published_at IS NULL) d
   LEFT JOIN outbox._workers() w ON true;
 

@@ -1,5 +1,69 @@
 \echo Use "CREATE EXTENSION outbox" to load this file. \quit
 
+-- Refuse a schema that anyone but a superuser controls. A role that owns it, may create in
+-- it, or owns an object in it could plant functions and operators that this script would
+-- run with superuser rights (the CVE-2022-2625 / CVE-2023-39417 class). Every install and
+-- update script starts with this same block; everything after it names pg_catalog objects
+-- explicitly, and function bodies pin search_path.
+DO $guard$
+DECLARE
+    v_problem text;
+BEGIN
+    SELECT p.problem INTO v_problem FROM (
+        SELECT pg_catalog.format('the schema is owned by %I, which is not a superuser', r.rolname) AS problem
+          FROM pg_catalog.pg_namespace n
+          JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) n.nspowner
+         WHERE n.nspname OPERATOR(pg_catalog.=) 'outbox' AND NOT r.rolsuper
+        UNION ALL
+        SELECT pg_catalog.format('%s may create objects in the schema',
+                                 COALESCE(pg_catalog.quote_ident(r.rolname), 'PUBLIC'))
+          FROM pg_catalog.pg_namespace n
+         CROSS JOIN LATERAL pg_catalog.aclexplode(n.nspacl) a
+          LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) a.grantee
+         WHERE n.nspname OPERATOR(pg_catalog.=) 'outbox'
+           AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE' AND r.rolsuper IS NOT TRUE
+        UNION ALL
+        SELECT pg_catalog.format('%s "%s" in the schema is owned by %I, which is not a superuser',
+                                 o.kind, o.name, r.rolname)
+          FROM pg_catalog.pg_namespace n
+         CROSS JOIN LATERAL (
+                SELECT 'relation', c.relname::pg_catalog.text, c.relowner FROM pg_catalog.pg_class c
+                 WHERE c.relnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'function', f.proname::pg_catalog.text, f.proowner FROM pg_catalog.pg_proc f
+                 WHERE f.pronamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'type', t.typname::pg_catalog.text, t.typowner FROM pg_catalog.pg_type t
+                 WHERE t.typnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'operator', o.oprname::pg_catalog.text, o.oprowner FROM pg_catalog.pg_operator o
+                 WHERE o.oprnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'collation', c.collname::pg_catalog.text, c.collowner FROM pg_catalog.pg_collation c
+                 WHERE c.collnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'conversion', c.conname::pg_catalog.text, c.conowner FROM pg_catalog.pg_conversion c
+                 WHERE c.connamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'operator class', c.opcname::pg_catalog.text, c.opcowner FROM pg_catalog.pg_opclass c
+                 WHERE c.opcnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'operator family', f.opfname::pg_catalog.text, f.opfowner FROM pg_catalog.pg_opfamily f
+                 WHERE f.opfnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'text search configuration', c.cfgname::pg_catalog.text, c.cfgowner
+                  FROM pg_catalog.pg_ts_config c WHERE c.cfgnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'text search dictionary', d.dictname::pg_catalog.text, d.dictowner
+                  FROM pg_catalog.pg_ts_dict d WHERE d.dictnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'statistics object', s.stxname::pg_catalog.text, s.stxowner
+                  FROM pg_catalog.pg_statistic_ext s WHERE s.stxnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'extension', e.extname::pg_catalog.text, e.extowner FROM pg_catalog.pg_extension e
+                 WHERE e.extnamespace OPERATOR(pg_catalog.=) n.oid
+                   AND e.extname OPERATOR(pg_catalog.<>) 'outbox') o(kind, name, owner)
+          JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) o.owner
+         WHERE n.nspname OPERATOR(pg_catalog.=) 'outbox' AND NOT r.rolsuper
+    ) p LIMIT 1;
+    IF v_problem IS NOT NULL THEN
+        RAISE EXCEPTION 'outbox: schema "outbox" is not safe to install into: %', v_problem
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'Its objects could run with superuser rights while the extension is installed or updated.',
+                  HINT = 'CREATE EXTENSION outbox makes the schema itself: drop a schema "outbox" that someone else made. An existing installation must have its schema and every object in it owned by superusers, and no other role may hold CREATE on it.';
+    END IF;
+END
+$guard$;
+
 -- Insert order. Orders events for the relay; per key it is the order of enqueue calls.
 CREATE SEQUENCE outbox.events_seq;
 
@@ -7,7 +71,7 @@ CREATE SEQUENCE outbox.events_seq;
 -- payload) plus headers, timestamps and delivery state. Fixed-width columns first, so the
 -- row has no alignment padding.
 CREATE TABLE outbox.events (
-    seq             bigint       NOT NULL DEFAULT nextval('outbox.events_seq'),
+    seq             bigint       NOT NULL DEFAULT pg_catalog.nextval('outbox.events_seq'::pg_catalog.regclass),
     created_at      timestamptz  NOT NULL,
     -- Partition key: equals created_at, except when outbox.rotate() fell behind and the
     -- event went to the last instant of the newest partition (see the README).
@@ -43,10 +107,10 @@ CREATE TABLE outbox.partitions (
     lower_bound        timestamptz NOT NULL,
     upper_bound        timestamptz NOT NULL,
     may_hold_late_rows boolean     NOT NULL DEFAULT false,
-    created_at         timestamptz NOT NULL DEFAULT now(),
-    CHECK (lower_bound < upper_bound)
+    created_at         timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CHECK (lower_bound OPERATOR(pg_catalog.<) upper_bound)
 );
-SELECT pg_catalog.pg_extension_config_dump('outbox.partitions', '');
+SELECT pg_catalog.pg_extension_config_dump('outbox.partitions'::pg_catalog.regclass, '');
 
 CREATE FUNCTION outbox.enqueue(
     aggregatetype text,
@@ -270,9 +334,9 @@ CREATE TABLE outbox.sink_config (
     singleton  boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
     sink       text        NOT NULL,
     options    jsonb       NOT NULL DEFAULT '{}',
-    updated_at timestamptz NOT NULL DEFAULT now()
+    updated_at timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
-SELECT pg_catalog.pg_extension_config_dump('outbox.sink_config', '');
+SELECT pg_catalog.pg_extension_config_dump('outbox.sink_config'::pg_catalog.regclass, '');
 
 -- Checks the sink library and its options (it creates the sink once and closes it), stores
 -- them, and tells the relay to pick them up at commit: no restart needed.
@@ -336,9 +400,10 @@ CREATE VIEW outbox.status AS
 SELECT w.worker, w.pid, w.state, w.sink, w.batches, w.events_sent, w.events_failed,
        w.events_dead, w.last_error, w.last_error_at, w.last_success_at, w.backoff_until,
        q.unpublished, q.oldest_unpublished_age, q.dead_lettered
-  FROM (SELECT count(*) FILTER (WHERE e.dead_at IS NULL) AS unpublished,
-               now() - min(e.created_at) FILTER (WHERE e.dead_at IS NULL) AS oldest_unpublished_age,
-               count(*) FILTER (WHERE e.dead_at IS NOT NULL) AS dead_lettered
+  FROM (SELECT pg_catalog.count(*) FILTER (WHERE e.dead_at IS NULL) AS unpublished,
+               pg_catalog.now() OPERATOR(pg_catalog.-)
+                 pg_catalog.min(e.created_at) FILTER (WHERE e.dead_at IS NULL) AS oldest_unpublished_age,
+               pg_catalog.count(*) FILTER (WHERE e.dead_at IS NOT NULL) AS dead_lettered
           FROM outbox.events e WHERE e.published_at IS NULL) q
   LEFT JOIN outbox._workers() w ON true;
 COMMENT ON VIEW outbox.status IS
@@ -418,7 +483,7 @@ DECLARE
     r record;
 BEGIN
     FOR r IN SELECT * FROM outbox.rotate() LOOP
-        EXECUTE format('ALTER EXTENSION outbox DROP TABLE outbox.%I', r.partition);
+        EXECUTE pg_catalog.format('ALTER EXTENSION outbox DROP TABLE outbox.%I', r.partition);
     END LOOP;
 END
 $$;

@@ -26,7 +26,7 @@ SELECT outbox.configure_sink('kafka', '{"bootstrap.servers": "127.0.0.1:1", "sas
 
 -- outbox.status: no worker rows here, but the lag is always there.
 SELECT outbox.enqueue('order', 's1', 'OrderCreated', '{}') IS NOT NULL AS enqueued;
-SELECT worker, state, unpublished, oldest_unpublished_age IS NOT NULL AS has_age, dead_lettered FROM outbox.status;
+SELECT worker, state, unpublished, oldest_unpublished_age IS NOT NULL AS has_age, dead_lettered, database, detail FROM outbox.status;
 
 -- Dead letters and requeue.
 UPDATE outbox.events SET dead_at = now(), attempts = 10, last_error = 'too large' WHERE aggregateid = 's1';

@@ -1,10 +1,15 @@
--- The extension installs with its schema, tables, functions and first partitions.
+-- The extension installs with its schema, tables and functions.
 CREATE EXTENSION outbox;
 SELECT extversion FROM pg_extension WHERE extname = 'outbox';
 
 \d outbox.events
 
--- premake (4) future partitions plus the current one, attached to outbox.events.
+-- CREATE EXTENSION makes no partition (a restore from pg_dump brings its own): the first
+-- enqueue makes them, as outbox.rotate() would: the current one and premake (4) ahead.
+SELECT count(*) AS partitions_before_first_enqueue FROM outbox.partitions;
+SELECT outbox.enqueue('order', 'first', 'OrderCreated', '{}') IS NOT NULL AS enqueued;
+SELECT tableoid::regclass IS NOT NULL AS routed FROM outbox.events;
+DELETE FROM outbox.events;
 SELECT count(*) AS partitions,
        bool_and(lower_bound <= now() OR lower_bound > now()) AS all_have_bounds,
        bool_or(lower_bound <= now() AND now() < upper_bound) AS covers_now

@@ -8,7 +8,12 @@
 // Partition routing never fails for lack of a partition: when the clock has passed the
 // newest partition (outbox.rotate() has not run for a while) the row is routed to the last
 // instant of the newest partition through part_at, while created_at keeps the true time.
-// outbox.rotate() marks such a partition and keeps it until those rows are old enough.
+// outbox.rotate() marks such a partition and keeps it until those rows are old enough. When
+// there is no partition at all (CREATE EXTENSION makes none), the first enqueue makes them.
+//
+// An id given by the caller is an idempotency key: enqueue with an id that an event of the
+// table already has writes nothing and returns the id when the event is the same, and fails
+// with 23505 when it is not (see insert_event).
 #include <array>
 
 #include "core/event_rules.hpp"
@@ -21,7 +26,10 @@
 extern "C" {
 #include "access/table.h"
 #include "access/xact.h"
+#include "catalog/pg_collation.h"
 #include "commands/sequence.h"
+#include "storage/lmgr.h"
+#include "utils/snapmgr.h"
 #include "partitioning/partbounds.h"
 #include "partitioning/partdesc.h"
 #include "utils/array.h"
@@ -37,10 +45,21 @@ constexpr const char* kInsertSql =
     "(id, aggregatetype, aggregateid, type, payload, headers, created_at, part_at) "
     "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
 constexpr TimestampTz kLateWarningEveryUs = 10 * 60 * USECS_PER_SEC;
+// The event with a given id (index events_id on every partition).
+constexpr const char* kFindIdSql =
+    "SELECT aggregatetype::pg_catalog.text, aggregateid::pg_catalog.text, type::pg_catalog.text, "
+    "       payload, headers "
+    "  FROM outbox.events WHERE id OPERATOR(pg_catalog.=) $1 LIMIT 1";
+constexpr const char* kCreatePartitionsSql =
+    "SELECT pg_catalog.count(*) FROM outbox._create_partitions($1)";
+// Advisory locks on ids taken by enqueue carry this in their fourth field (pg_locks.objsubid);
+// pg_advisory_lock() uses 1 and 2.
+constexpr uint16 kIdLockField = 0x6f62;
 
 // Per-backend state; trivially destructible, lives as long as the backend.
 struct EnqueueState {
   SPIPlanPtr insert_plan = nullptr;
+  SPIPlanPtr find_id_plan = nullptr;
   // Upper bound of the newest partition, as last read. Partitions are only ever added
   // after it, so a time below it always has a partition.
   TimestampTz newest_upper = DT_NOBEGIN;
@@ -112,6 +131,9 @@ void validate(const char* function, const EventDatums& e) {
   check_payload(fn, e.payload_null, payload_bytes, static_cast<size_t>(settings.max_payload_bytes));
 
   if (!e.headers_null) {
+    const size_t header_bytes =
+        guard([&]() -> size_t { return VARSIZE_ANY_EXHDR(DatumGetJsonbP(e.headers)); });
+    check_headers_size(fn, header_bytes, static_cast<size_t>(settings.max_headers_bytes));
     HeadersMeasure h = measure_headers(e.headers);
     check_headers_shape(fn, h.is_object ? HeadersShape::kObject : HeadersShape::kNotObject);
     if (h.has_bad_entry) {
@@ -160,9 +182,32 @@ TimestampTz read_newest_upper() {
   });
 }
 
+// No partition at all: make them, as outbox.rotate() would. Under the lock that creating a
+// partition takes, so that of two first enqueues the second finds the first one's partitions
+// (it reads the partitions again once it has the lock). SPI must be connected.
+void make_first_partitions(TimestampTz now) {
+  guard([&] {
+    const Oid events = get_relname_relid("events", get_namespace_oid("outbox", false));
+    LockRelationOid(events, ShareUpdateExclusiveLock);
+  });
+  state.newest_upper = read_newest_upper();
+  if (state.newest_upper != DT_NOBEGIN) return;
+  guard([&] {
+    Oid types[1] = {TIMESTAMPTZOID};
+    Datum values[1] = {TimestampTzGetDatum(now)};
+    if (SPI_execute_with_args(kCreatePartitionsSql, 1, types, values, nullptr, false, 0) !=
+        SPI_OK_SELECT) {
+      elog(ERROR, "outbox: making the first partitions failed");
+    }
+  });
+  state.newest_upper = read_newest_upper();
+}
+
 TimestampTz route(TimestampTz created) {
   if (created < state.newest_upper) return created;
   state.newest_upper = read_newest_upper();
+  if (created < state.newest_upper) return created;
+  if (state.newest_upper == DT_NOBEGIN) make_first_partitions(created);
   if (created < state.newest_upper) return created;
   if (state.newest_upper == DT_NOBEGIN) {
     throw Error(sqlstate::kObjectNotInPrerequisiteState, "outbox.events has no partitions",
@@ -216,9 +261,70 @@ pg_uuid_t* new_id(TimestampTz created) {
   });
 }
 
+enum class Existing { kNone, kSame, kDifferent };
+
+// Whether an event with the caller's id exists, and if so whether it is this one. Waits first
+// for any other transaction that enqueues the same id, and reads with a new snapshot, so that
+// of two concurrent calls the second sees the first's event (also at REPEATABLE READ). Runs
+// inside guard(); SPI must be connected.
+Existing find_existing(const EventDatums& e) {
+  uint64 halves[2];
+  memcpy(halves, DatumGetUUIDP(e.id)->data, sizeof(halves));
+  const uint64 key = halves[0] ^ halves[1];
+  LOCKTAG tag;
+  SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(key >> 32), static_cast<uint32>(key),
+                       kIdLockField);
+  (void)LockAcquire(&tag, ExclusiveLock, false, false);  // held until the transaction ends
+
+  if (state.find_id_plan == nullptr) {
+    Oid types[1] = {UUIDOID};
+    SPIPlanPtr plan = SPI_prepare(kFindIdSql, 1, types);
+    if (plan == nullptr) elog(ERROR, "outbox: SPI_prepare failed: %s", kFindIdSql);
+    SPI_keepplan(plan);
+    state.find_id_plan = plan;
+  }
+  Datum values[1] = {e.id};
+  if (SPI_execute_snapshot(state.find_id_plan, values, nullptr, GetLatestSnapshot(),
+                           InvalidSnapshot, true, false, 1) != SPI_OK_SELECT) {
+    elog(ERROR, "outbox: looking up an event id failed");
+  }
+  if (SPI_processed == 0) return Existing::kNone;
+  HeapTuple row = SPI_tuptable->vals[0];
+  TupleDesc desc = SPI_tuptable->tupdesc;
+  bool isnull;
+  const Datum texts[3] = {e.aggregatetype, e.aggregateid, e.type};
+  for (int i = 0; i < 3; ++i) {
+    const Datum stored = SPI_getbinval(row, desc, i + 1, &isnull);
+    if (!DatumGetBool(DirectFunctionCall2Coll(texteq, C_COLLATION_OID, stored, texts[i]))) {
+      return Existing::kDifferent;
+    }
+  }
+  const Datum payload = SPI_getbinval(row, desc, 4, &isnull);
+  if (!DatumGetBool(DirectFunctionCall2(jsonb_eq, payload, e.payload))) return Existing::kDifferent;
+  const Datum headers = SPI_getbinval(row, desc, 5, &isnull);
+  if (isnull != e.headers_null) return Existing::kDifferent;
+  if (!isnull && !DatumGetBool(DirectFunctionCall2(jsonb_eq, headers, e.headers))) {
+    return Existing::kDifferent;
+  }
+  return Existing::kSame;
+}
+
 // Validates and inserts one event; SPI must be connected. Returns the event id.
 Datum insert_event(const char* function, const EventDatums& e) {
   validate(function, e);
+  if (!e.id_null) {
+    const Existing existing = guard([&] { return find_existing(e); });
+    if (existing == Existing::kSame) return e.id;
+    if (existing == Existing::kDifferent) {
+      const char* id = guard([&] { return DatumGetCString(DirectFunctionCall1(uuid_out, e.id)); });
+      throw Error(
+          sqlstate::kUniqueViolation,
+          std::string(function) + ": an event with id " + id + " exists, with different content",
+          "An id given to enqueue is an idempotency key: calling again with the same id "
+          "and the same event writes nothing; a different event needs a new id.",
+          "Leave id out to get a new UUIDv7.");
+    }
+  }
   const TimestampTz created = guard([] { return GetCurrentTimestamp(); });
   const TimestampTz part_at = route(created);
   Datum id = e.id_null ? UUIDPGetDatum(new_id(created)) : e.id;

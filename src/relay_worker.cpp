@@ -45,6 +45,7 @@
 
 #include "core/seq_gaps.hpp"
 #include "pg/boundary.hpp"
+#include "pg/durability.hpp"
 #include "pg/jsonb_object.hpp"
 #include "pg/jsonb_text.hpp"
 #include "pg/relay_shmem.hpp"
@@ -57,7 +58,9 @@ extern "C" {
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
 #include "access/transam.h"
+#include "commands/extension.h"
 #include "storage/ipc.h"
+#include "storage/lmgr.h"
 #include "storage/latch.h"
 #include "utils/array.h"
 #include "utils/snapmgr.h"
@@ -207,7 +210,12 @@ struct BatchResult {
   int rejected = 0;
   int dead = 0;
   int unavailable = 0;
-  std::string first_error;
+  // A batch was fetched but not sent: the wait for the synchronous standbys was given up.
+  bool abandoned = false;
+  // The first of each kind: later ones are mostly consequences (a batch purged because the
+  // one before timed out).
+  std::string first_rejection;
+  std::string first_unavailable;
 };
 
 // A copy of len bytes in the current memory context; not NUL-terminated.
@@ -227,10 +235,12 @@ Text copy_text(Datum value) {
 }
 
 // Headers are a flat object of strings (enqueue checked it). The texts point into the
-// jsonb, copied into the current memory context.
-void copy_headers(Datum value, Row& row) {
+// jsonb, copied into the current memory context. Returns their size, which counts toward
+// outbox.batch_max_bytes like the payload's.
+int64 copy_headers(Datum value, Row& row) {
   Jsonb* headers = DatumGetJsonbPCopy(value);
   const int n = JB_ROOT_COUNT(headers);
+  const int64 bytes = VARSIZE(headers);
   row.header_keys = static_cast<Text*>(palloc(sizeof(Text) * (n + 1)));
   row.header_values = static_cast<Text*>(palloc(sizeof(Text) * (n + 1)));
   for_each_member(&headers->root, [&](const JsonbValue& key, const JsonbValue& v) {
@@ -240,6 +250,7 @@ void copy_headers(Datum value, Row& row) {
     }
     return true;
   });
+  return bytes;
 }
 
 // The payload's text (what payload::text gives), copied into the current memory context.
@@ -279,12 +290,12 @@ bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
   row.aggregateid = copy_text(values[4]);
   row.type = copy_text(values[5]);
   row.payload = payload_text(values[6], receiver->scratch);
-  if (!slot->tts_isnull[7]) copy_headers(values[7], row);
+  const int64 header_bytes = slot->tts_isnull[7] ? 0 : copy_headers(values[7], row);
   row.attempts = DatumGetInt32(values[8]);
   row.created_at = DatumGetTimestampTz(values[9]);
   row.seq = DatumGetInt64(values[10]);
   MemoryContextSwitchTo(old);
-  receiver->bytes += row.payload.len;
+  receiver->bytes += row.payload.len + header_bytes;
   return out.count < receiver->limit && receiver->bytes < receiver->max_bytes;
 }
 
@@ -354,8 +365,13 @@ class Relay {
       measure_stream(result.fetched, last_batch_start_ - previous_start);
       gather_next_ = heavy_stream_ && !result.full;
       // At shutdown the sink stops waiting: not an outage to log or back off from.
-      if (result.unavailable > 0 && ShutdownRequestPending) return 0;
-      if (result.unavailable > 0) return back_off(result.first_error);
+      if ((result.unavailable > 0 || result.abandoned) && ShutdownRequestPending) return 0;
+      if (result.unavailable > 0) return back_off(result.first_unavailable);
+      // Not sent while waiting for the standbys (a reload, a new sink): at once, from the mark.
+      if (result.abandoned) {
+        restart_tracking();
+        return 0;
+      }
       failures_ = 0;
       counters_.backoff_until = 0;
       publish(WorkerState::kIdle);
@@ -499,6 +515,7 @@ class Relay {
     }
 
     struct Config {
+      Oid extension;
       bool has_extension;
       bool needs_update;
       bool configured;
@@ -510,6 +527,7 @@ class Relay {
     Config config = guard([&]() -> Config {
       Config c{};
       Oid nsp = get_namespace_oid("outbox", true);
+      c.extension = get_extension_oid("outbox", true);
       c.has_extension = OidIsValid(nsp) && OidIsValid(get_relname_relid("sink_config", nsp));
       // relay_state appeared in 0.2.0: until ALTER EXTENSION outbox UPDATE, wait.
       c.needs_update = c.has_extension && !OidIsValid(get_relname_relid("relay_state", nsp));
@@ -532,10 +550,13 @@ class Relay {
     generation_ = generation;
     nothing_configured_ = !config.has_extension || config.needs_update || !config.configured;
 
-    if (!config.has_extension || config.needs_update) {
-      // A re-created extension has a new sequence: read the mark again when it is back.
+    if (!config.has_extension || config.needs_update || config.extension != extension_) {
+      // A re-created extension has a new sequence: read the mark again when it is back. Its
+      // sink is configured anew: the old one is forgotten below.
       low_water_ = -1;
       horizon_valid_ = false;
+      sink_.reset();
+      extension_ = config.extension;
     }
     if (!config.has_extension || config.needs_update || !config.configured) {
       sink_.reset();
@@ -1032,18 +1053,56 @@ class Relay {
         case sinks::Delivery::kRejected:
           ++result.rejected;
           if (mark_rejected(fetched.rows[i], o.error)) ++result.dead;
-          if (result.first_error.empty()) result.first_error = "event rejected: " + o.error;
+          if (result.first_rejection.empty()) result.first_rejection = "event rejected: " + o.error;
           break;
         case sinks::Delivery::kUnavailable:
           ++result.unavailable;
-          if (result.first_error.empty() || result.rejected == 0) {
-            result.first_error = "sink unavailable: " + o.error;
+          if (result.first_unavailable.empty()) {
+            result.first_unavailable = "sink unavailable: " + o.error;
           }
           break;
       }
     }
     batch.messages.clear();
     guard([&] { MemoryContextReset(batch.memory); });
+  }
+
+  // The first lock of every batch transaction: outbox.events, before relay_state, the sequence
+  // or a partition. DROP EXTENSION takes this one first too (pg/drop_guard.cpp), so the two
+  // never wait for each other in a cycle.
+  void lock_events_first() {
+    guard([] {
+      const Oid events = get_relname_relid("events", get_namespace_oid("outbox", true));
+      if (OidIsValid(events)) LockRelationOid(events, RowShareLock);
+    });
+  }
+
+  // After a fetch: the commits of its events must not be able to vanish before the sink gets
+  // them (pg/durability.hpp). False when the wait for the synchronous standbys was given up:
+  // at shutdown, a reload or a new sink configuration; the batch is then not sent.
+  bool make_durable() {
+    const XLogRecPtr lsn = guard([] { return flush_visible_commits(); });
+    if (!settings.wait_for_sync_standbys) return true;
+    bool announced = false;
+    while (guard([lsn] { return sync_standbys_behind(lsn); })) {
+      if (!announced) {
+        publish(WorkerState::kWaitingForStandbys);
+        guard([] {
+          pgstat_report_activity(STATE_RUNNING, "outbox relay: waiting for synchronous standbys");
+        });
+        announced = true;
+      }
+      if (ShutdownRequestPending || ConfigReloadPending ||
+          relay_config_generation() != generation_) {
+        return false;
+      }
+      // Off the latch: a commit's wake-up stays set for the pass after this one.
+      guard([] {
+        (void)WaitLatch(nullptr, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10, PG_WAIT_EXTENSION);
+        CHECK_FOR_INTERRUPTS();
+      });
+    }
+    return true;
   }
 
   // After a failure, or when the low-water mark was read or reset: the next fetch starts
@@ -1062,12 +1121,14 @@ class Relay {
     passed_over_.clear();
     late_fetched_.clear();
     begin_transaction("outbox relay: fetching");
+    lock_events_first();
     Batch* current = &batches_[0];
     Batch* next = &batches_[1];
     fetch(*current, true);
     result.fetched = current->fetched.count;
     result.full = current->fetched.full;
-    if (current->fetched.count > 0) {
+    if (current->fetched.count > 0 && !make_durable()) result.abandoned = true;
+    if (current->fetched.count > 0 && !result.abandoned) {
       start_batch(*current);
       for (int n = 1;; ++n) {
         const bool more =
@@ -1076,6 +1137,10 @@ class Relay {
           fetch(*next, false);
           result.fetched += next->fetched.count;
           result.full = next->fetched.full;
+          if (next->fetched.count > 0 && !make_durable()) {
+            result.abandoned = true;
+            next->fetched.count = 0;  // not sent; its rows are unlocked at the commit
+          }
           if (next->fetched.count > 0) start_batch(*next);
         }
         finish_batch(*current, result);
@@ -1090,8 +1155,9 @@ class Relay {
     guard([&] { save_low_water(GetCurrentTimestamp()); });
     commit_transaction();
     // Committed: the late events fetched are resolved, and what the new ones passed over
-    // becomes gaps. (After a sink failure, back_off() restarts from the mark instead.)
-    if (result.unavailable == 0) {
+    // becomes gaps. (After a sink failure or an abandoned batch, the scan restarts from the
+    // mark instead.)
+    if (result.unavailable == 0 && !result.abandoned) {
       for (const SeqGaps::Interval& gap : passed_over_) gaps_.add(gap.lo, gap.hi);
       for (int64 seq : late_fetched_) gaps_.remove(seq);
     }
@@ -1104,12 +1170,12 @@ class Relay {
     counters_.events_dead += result.dead;
     if (result.acked > 0) counters_.last_success_at = now;
     if (result.rejected > 0) {
-      record_error(result.first_error);
+      record_error(result.first_rejection);
       guard([&] {
         ereport(LOG, (errmsg("outbox relay %d: the sink rejected %d of %d events (%d now "
                              "dead-lettered): %s",
                              index_ + 1, result.rejected, result.fetched, result.dead,
-                             result.first_error.c_str())));
+                             result.first_rejection.c_str())));
       });
     }
     publish(counters_.state);
@@ -1151,6 +1217,8 @@ class Relay {
   std::unique_ptr<sinks::Sink> sink_;
   std::string sink_name_;
   uint32 generation_ = 0;
+  // The installation of the extension the relay works for (pg_extension's oid).
+  Oid extension_ = InvalidOid;
   // The last read of the configuration found nothing to send with (no extension, not
   // updated, or unconfigured): wait() then waits off the latch.
   bool nothing_configured_ = false;
@@ -1207,7 +1275,10 @@ void outbox_relay_main(Datum arg) {
   pqsignal(SIGHUP, SignalHandlerForConfigReload);
   pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
   BackgroundWorkerUnblockSignals();
-  BackgroundWorkerInitializeConnection(outbox::pg::settings.database, nullptr, 0);
+  // The launcher found the database and passes its oid (pg/launcher.cpp).
+  Oid database;
+  memcpy(&database, MyBgworkerEntry->bgw_extra, sizeof(database));
+  BackgroundWorkerInitializeConnectionByOid(database, InvalidOid, 0);
   pgstat_report_appname("outbox relay");
   // The relay's own commits (the published marks) need not wait for the WAL flush: if a
   // crash loses the last ones, those events are sent again, which at-least-once delivery
@@ -1230,21 +1301,26 @@ void outbox_relay_main(Datum arg) {
   // worker with exit code 1: the postmaster restarts it after bgw_restart_time, and no
   // other backend is disturbed (a death by signal would restart them all).
   int exit_code = 0;
+  char why[256] = "";
   try {
     outbox::pg::Relay relay(index);
     relay.run();
   } catch (const outbox::pg::PgError& e) {
     ErrorData* data = e.data();
+    snprintf(why, sizeof(why), "stopped after an error: %s", e.what());
     data->elevel = LOG;
     outbox::pg::guard([&] { ThrowErrorData(data); });
     exit_code = 1;
   } catch (const std::exception& e) {
-    elog(LOG, "outbox relay %d: stopping after an unexpected error: %s", index + 1, e.what());
+    snprintf(why, sizeof(why), "stopped after an unexpected error: %s", e.what());
+    elog(LOG, "outbox relay %d: %s", index + 1, why);
     exit_code = 1;
   } catch (...) {
-    elog(LOG, "outbox relay %d: stopping after an unexpected error", index + 1);
+    snprintf(why, sizeof(why), "stopped after an unexpected error");
+    elog(LOG, "outbox relay %d: %s", index + 1, why);
     exit_code = 1;
   }
-  outbox::pg::relay_worker_detach(index);
+  // The launcher starts it again (pg/launcher.cpp); outbox.status shows why it stopped.
+  outbox::pg::relay_worker_detach(index, why[0] != '\0' ? why : nullptr);
   proc_exit(exit_code);
 }

@@ -43,6 +43,16 @@ void check_payload(std::string_view function, bool is_null, std::size_t bytes,
   }
 }
 
+void check_headers_size(std::string_view function, std::size_t bytes, std::size_t limit_bytes) {
+  if (bytes > limit_bytes) {
+    throw Error(sqlstate::kProgramLimitExceeded, prefix(function) + "headers are too large",
+                "The headers take " + std::to_string(bytes) +
+                    " bytes; outbox.max_headers_bytes is " + std::to_string(limit_bytes) + ".",
+                "Keep headers to what a consumer needs for routing and tracing, or raise "
+                "outbox.max_headers_bytes.");
+  }
+}
+
 void check_headers_shape(std::string_view function, HeadersShape shape) {
   if (shape != HeadersShape::kObject) {
     throw Error(sqlstate::kInvalidParameterValue,

@@ -20,6 +20,10 @@ void check_required_text(std::string_view function, std::string_view field, bool
 void check_payload(std::string_view function, bool is_null, std::size_t bytes,
                    std::size_t limit_bytes);
 
+// The headers object must be no larger than the configured limit (bytes of its stored
+// jsonb form): headers travel with every message. Throws 54000.
+void check_headers_size(std::string_view function, std::size_t bytes, std::size_t limit_bytes);
+
 // Header names every sink sets itself from the event: the id (what consumers deduplicate
 // on) and the type. An event may not carry its own header of these names, because a
 // consumer that reads the last header of a name would then get the event's value.

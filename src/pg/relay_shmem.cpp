@@ -10,7 +10,7 @@ extern "C" {
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
-#include "utils/tuplestore.h"
+#include "tcop/utility.h"
 }
 
 namespace outbox::pg {
@@ -21,6 +21,8 @@ struct Slot {
   bool in_use;
   PGPROC* proc;  // the worker's PGPROC: its procLatch is what we set
   WorkerCounters counters;
+  TimestampTz restart_at;
+  char detail[256];
 };
 
 struct RelayShared {
@@ -35,6 +37,7 @@ shmem_startup_hook_type prev_shmem_startup = nullptr;
 #if PG_VERSION_NUM >= 150000
 shmem_request_hook_type prev_shmem_request = nullptr;
 #endif
+ProcessUtility_hook_type prev_process_utility = nullptr;
 
 // Per-backend, per-transaction flags for the commit callback.
 bool wake_pending = false;
@@ -109,6 +112,10 @@ const char* worker_state_name(WorkerState state) {
       return "waiting for CREATE EXTENSION";
     case WorkerState::kWaitingForUpdate:
       return "waiting for ALTER EXTENSION UPDATE";
+    case WorkerState::kWaitingForStandbys:
+      return "waiting for synchronous standbys";
+    case WorkerState::kStopped:
+      return "stopped";
   }
   return "unknown";
 }
@@ -135,14 +142,38 @@ void relay_worker_attach(int index) {
   memset(&slot.counters, 0, sizeof(slot.counters));
   slot.counters.pid = MyProcPid;
   slot.counters.state = WorkerState::kStarting;
+  slot.restart_at = 0;
+  slot.detail[0] = '\0';
   SpinLockRelease(&slot.mutex);
 }
 
-void relay_worker_detach(int index) {
+void relay_worker_detach(int index, const char* why) {
+  const TimestampTz now = GetCurrentTimestamp();
   Slot& slot = shared->slots[index];
   SpinLockAcquire(&slot.mutex);
   slot.in_use = false;
   slot.proc = nullptr;
+  slot.counters.state = WorkerState::kStopped;
+  if (why != nullptr) {
+    strlcpy(slot.counters.last_error, why, sizeof(slot.counters.last_error));
+    slot.counters.last_error_at = now;
+  }
+  SpinLockRelease(&slot.mutex);
+}
+
+bool relay_slot_in_use(int index) {
+  Slot& slot = shared->slots[index];
+  SpinLockAcquire(&slot.mutex);
+  const bool in_use = slot.in_use;
+  SpinLockRelease(&slot.mutex);
+  return in_use;
+}
+
+void relay_slot_explain(int index, const char* detail, TimestampTz restart_at) {
+  Slot& slot = shared->slots[index];
+  SpinLockAcquire(&slot.mutex);
+  strlcpy(slot.detail, detail, sizeof(slot.detail));
+  slot.restart_at = restart_at;
   SpinLockRelease(&slot.mutex);
 }
 
@@ -153,14 +184,16 @@ void relay_worker_publish(int index, const WorkerCounters& counters) {
   SpinLockRelease(&slot.mutex);
 }
 
-bool relay_worker_read(int index, WorkerCounters* out) {
-  if (shared == nullptr || index >= shared->workers) return false;
+SlotView relay_slot_read(int index) {
+  SlotView out;
   Slot& slot = shared->slots[index];
   SpinLockAcquire(&slot.mutex);
-  bool in_use = slot.in_use;
-  *out = slot.counters;
+  out.in_use = slot.in_use;
+  out.counters = slot.counters;
+  out.restart_at = slot.restart_at;
+  memcpy(out.detail, slot.detail, sizeof(out.detail));
   SpinLockRelease(&slot.mutex);
-  return in_use;
+  return out;
 }
 
 int relay_worker_count() { return shared == nullptr ? 0 : shared->workers; }
@@ -176,6 +209,29 @@ void relay_wake_at_commit(bool config_changed) {
 
 void relay_register_xact_callback() { RegisterXactCallback(xact_callback, nullptr); }
 
+namespace {
+// A plain C hook: no C++ object lives in its frame, so an ERROR may pass through it.
+void process_utility(PlannedStmt* pstmt, const char* query, bool read_only_tree,
+                     ProcessUtilityContext context, ParamListInfo params, QueryEnvironment* env,
+                     DestReceiver* dest, QueryCompletion* qc) {
+  Node* stmt = pstmt->utilityStmt;
+  if (IsA(stmt, TransactionStmt) &&
+      reinterpret_cast<TransactionStmt*>(stmt)->kind == TRANS_STMT_COMMIT_PREPARED) {
+    relay_wake_at_commit(false);  // the prepared transaction's own wake-up was dropped at PREPARE
+  }
+  if (prev_process_utility != nullptr) {
+    prev_process_utility(pstmt, query, read_only_tree, context, params, env, dest, qc);
+  } else {
+    standard_ProcessUtility(pstmt, query, read_only_tree, context, params, env, dest, qc);
+  }
+}
+}  // namespace
+
+void relay_register_commit_prepared_hook() {
+  prev_process_utility = ProcessUtility_hook;
+  ProcessUtility_hook = process_utility;
+}
+
 }  // namespace outbox::pg
 
 // outbox._notify_relay(): wake the relay and make it reread its sink at commit.
@@ -183,52 +239,4 @@ OUTBOX_FUNCTION(outbox_notify_relay) {
   (void)fcinfo;
   outbox::pg::relay_wake_at_commit(true);
   return outbox::pg::guard([] { PG_RETURN_VOID(); });
-}
-
-// outbox._workers(): one row per relay worker slot in use.
-OUTBOX_FUNCTION(outbox_workers) {
-  using outbox::pg::WorkerCounters;
-  outbox::pg::guard([&] {
-    // Materialize mode by hand (InitMaterializedSRF exists from PostgreSQL 15 only).
-    auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
-    if (rsinfo == nullptr || !IsA(rsinfo, ReturnSetInfo) ||
-        (rsinfo->allowedModes & SFRM_Materialize) == 0) {
-      ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                      errmsg("outbox._workers must be called in a FROM clause")));
-    }
-    TupleDesc desc;
-    if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE) {
-      elog(ERROR, "outbox._workers must return a record");
-    }
-    MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
-    rsinfo->returnMode = SFRM_Materialize;
-    rsinfo->setResult = tuplestore_begin_heap(true, false, work_mem);
-    rsinfo->setDesc = CreateTupleDescCopy(desc);
-    MemoryContextSwitchTo(old);
-    for (int i = 0; i < outbox::pg::relay_worker_count(); ++i) {
-      WorkerCounters c;
-      if (!outbox::pg::relay_worker_read(i, &c)) continue;
-      Datum values[12];
-      bool nulls[12] = {};
-      values[0] = Int32GetDatum(i + 1);
-      values[1] = Int32GetDatum(c.pid);
-      values[2] = CStringGetTextDatum(outbox::pg::worker_state_name(c.state));
-      nulls[3] = c.sink[0] == '\0';
-      values[3] = CStringGetTextDatum(c.sink);
-      values[4] = Int64GetDatum(static_cast<int64>(c.batches));
-      values[5] = Int64GetDatum(static_cast<int64>(c.events_sent));
-      values[6] = Int64GetDatum(static_cast<int64>(c.events_failed));
-      values[7] = Int64GetDatum(static_cast<int64>(c.events_dead));
-      nulls[8] = c.last_error[0] == '\0';
-      values[8] = CStringGetTextDatum(c.last_error);
-      nulls[9] = c.last_error_at == 0;
-      values[9] = TimestampTzGetDatum(c.last_error_at);
-      nulls[10] = c.last_success_at == 0;
-      values[10] = TimestampTzGetDatum(c.last_success_at);
-      nulls[11] = c.backoff_until == 0;
-      values[11] = TimestampTzGetDatum(c.backoff_until);
-      tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-    }
-  });
-  return (Datum)0;
 }

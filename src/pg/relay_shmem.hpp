@@ -1,5 +1,6 @@
 // Shared memory of the relay: one slot per worker (state and counters for outbox.status,
-// and the latch that wakes it), plus the sink configuration generation.
+// the latch that wakes it, and what the launcher says while no relay runs in it), plus the
+// sink configuration generation.
 //
 // Wake at commit: a transaction that enqueued sets a flag; at COMMIT a transaction callback
 // sets the relay workers' latches (pg_net's model). No NOTIFY: it serialises committers on a
@@ -19,7 +20,9 @@ enum class WorkerState {
   kBackoff,
   kUnconfigured,
   kWaitingForExtension,
-  kWaitingForUpdate
+  kWaitingForUpdate,
+  kWaitingForStandbys,
+  kStopped
 };
 
 const char* worker_state_name(WorkerState state);
@@ -38,20 +41,32 @@ struct WorkerCounters {
   TimestampTz backoff_until;
 };
 
+// A consistent copy of one slot, for outbox.status.
+struct SlotView {
+  bool in_use;              // a relay runs in it
+  WorkerCounters counters;  // the relay's, or the last ones of the relay that ran in it
+  TimestampTz restart_at;   // set by the launcher while no relay runs: when it starts one
+  char detail[256];         // set by the launcher: why no relay runs
+};
+
 // True when outbox is in shared_preload_libraries and the segment exists.
 bool relay_shmem_available();
 
 // _PG_init (preload only): reserve the segment and install the hooks.
 void relay_shmem_request(int workers);
 
-// Called by a worker at start and exit.
+// Called by a worker at start and exit. Detaching keeps the counters (state kStopped), with
+// `why` (if not null) as the last error.
 void relay_worker_attach(int index);
-void relay_worker_detach(int index);
+void relay_worker_detach(int index, const char* why);
 
 // Worker side: publish counters (copied under the slot's spinlock).
 void relay_worker_publish(int index, const WorkerCounters& counters);
-// Reader side: a consistent copy of one slot; false when the slot is unused.
-bool relay_worker_read(int index, WorkerCounters* out);
+// Launcher side: whether a relay runs in the slot; why none does and when one starts.
+bool relay_slot_in_use(int index);
+void relay_slot_explain(int index, const char* detail, TimestampTz restart_at);
+// Reader side: a consistent copy of one slot.
+SlotView relay_slot_read(int index);
 int relay_worker_count();
 
 uint32 relay_config_generation();
@@ -62,5 +77,9 @@ void relay_wake_at_commit(bool config_changed);
 
 // Registers the transaction callback; called once from _PG_init.
 void relay_register_xact_callback();
+
+// Preload only: COMMIT PREPARED wakes the relay too (its transaction enqueued in another
+// session, or long ago).
+void relay_register_commit_prepared_hook();
 
 }  // namespace outbox::pg

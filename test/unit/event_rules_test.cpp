@@ -43,6 +43,12 @@ TEST(EventRules, Payload) {
   EXPECT_EQ(code_of([] { outbox::check_payload("f", false, 10, 10); }), "none");
 }
 
+TEST(EventRules, HeadersSize) {
+  EXPECT_EQ(code_of([] { outbox::check_headers_size("f", 11, 10); }), "54000");
+  EXPECT_EQ(code_of([] { outbox::check_headers_size("f", 10, 10); }), "none");
+  EXPECT_EQ(code_of([] { outbox::check_headers_size("f", 1, 0); }), "54000");
+}
+
 TEST(EventRules, Headers) {
   using outbox::HeadersShape;
   using outbox::HeaderValueKind;

@@ -1,0 +1,33 @@
+#include "pg/durability.hpp"
+
+extern "C" {
+#include "access/xlog.h"
+#include "replication/syncrep.h"
+#include "replication/walsender_private.h"
+#include "storage/lwlock.h"
+}
+
+namespace outbox::pg {
+
+XLogRecPtr flush_visible_commits() {
+  const XLogRecPtr lsn = GetXLogInsertRecPtr();
+  XLogFlush(lsn);
+  return lsn;
+}
+
+bool sync_standbys_behind(XLogRecPtr lsn) {
+  // The walsenders of synchronous standbys keep lsn[] up to date as the standbys report,
+  // whether or not a backend waits (SyncRepReleaseWaiters).
+  // As SyncRepWaitForLSN decides: from the checkpointer's reading of synchronous_standby_names
+  // once it has made one, from the setting itself before.
+  LWLockAcquire(SyncRepLock, LW_SHARED);
+  const bits8 status = WalSndCtl->sync_standbys_status;
+  const XLogRecPtr flushed = WalSndCtl->lsn[SYNC_REP_WAIT_FLUSH];
+  LWLockRelease(SyncRepLock);
+  const bool defined = (status & SYNC_STANDBY_INIT) != 0
+                           ? (status & SYNC_STANDBY_DEFINED) != 0
+                           : SyncRepStandbyNames != nullptr && SyncRepStandbyNames[0] != '\0';
+  return defined && flushed < lsn;
+}
+
+}  // namespace outbox::pg
