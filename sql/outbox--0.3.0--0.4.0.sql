@@ -6,8 +6,9 @@
 --  - pg_dump dumps the event sequence, so that restored and new events never share a seq.
 --  - DROP EXTENSION refuses to discard undelivered events (outbox._drop_guard), and never
 --    deadlocks with the relay.
---  - Partitions are made by outbox._create_partitions(), which rotate() and the first enqueue
---    into a table with none call (CREATE EXTENSION makes none: a restore brings its own).
+--  - Partitions are made by outbox._create_partitions(), which rotate() calls, and enqueue
+--    when outbox.events has none (CREATE EXTENSION run by a pg_dump script makes none: the
+--    restore brings its own).
 --  - outbox.status has a row for every relay worker, running or not, with the database it
 --    works in and why it is not running (columns database and detail).
 -- Takes no lock on the events.

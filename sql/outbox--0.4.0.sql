@@ -606,8 +606,23 @@ GRANT USAGE ON SCHEMA outbox TO pg_monitor;
 GRANT SELECT ON outbox.status TO pg_monitor;
 GRANT EXECUTE ON FUNCTION outbox._workers() TO pg_monitor;
 
--- No partition is made here: the first enqueue makes them (outbox._create_partitions), or
--- rotate(). A restore from pg_dump brings its own partitions, which ours would collide with.
+-- The first partitions, so that enqueue works at once; released from the extension so that
+-- rotation can drop them and pg_dump dumps them with their events. A restore from pg_dump
+-- brings its own partitions, which ours would collide with: pg_dump's and pg_restore's
+-- scripts set row_security = off (this script runs with the caller's value), and then none
+-- are made here. Whenever outbox.events has no partition, the first enqueue makes them.
+DO $$
+DECLARE
+    r record;
+BEGIN
+    IF pg_catalog.current_setting('row_security') OPERATOR(pg_catalog.=) 'off' THEN
+        RETURN;
+    END IF;
+    FOR r IN SELECT * FROM outbox._create_partitions(pg_catalog.clock_timestamp()) LOOP
+        EXECUTE pg_catalog.format('ALTER EXTENSION outbox DROP TABLE outbox.%I', r.partition);
+    END LOOP;
+END
+$$;
 
 -- A relay that served an earlier installation in this database forgets it.
 SELECT outbox._notify_relay();
