@@ -9,7 +9,7 @@ PGFILEDESC = "outbox - transactional outbox for PostgreSQL"
 
 # pg_regress: sql/<test>.sql against expected/<test>.out (sql/outbox--*.sql are the install
 # and upgrade scripts). test/check-schedule fails the build when a test is not listed here.
-REGRESS = setup enqueue enqueue_errors batch rotate relay_config privileges
+REGRESS = setup enqueue enqueue_errors batch rotate relay_config privileges install_security
 ISOLATION = $(basename $(notdir $(wildcard test/isolation/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=test/isolation/output
 
