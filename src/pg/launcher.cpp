@@ -18,7 +18,11 @@
 #include "pg/settings.hpp"
 
 extern "C" {
-#include "commands/dbcommands.h"
+#include "access/heapam.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/pg_database.h"
+#include "utils/snapmgr.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
@@ -120,12 +124,7 @@ class Launcher {
   Oid find_database(TimestampTz now) {
     if (now < database_look_at_) return InvalidOid;
     const char* name = settings.database;
-    const Oid oid = guard([name] {
-      StartTransactionCommand();
-      const Oid found = get_database_oid(name, true);
-      CommitTransactionCommand();
-      return found;
-    });
+    const Oid oid = guard([name] { return lookup_database(name); });
     if (OidIsValid(oid)) {
       if (database_delay_us_ != 0) {
         guard([name] {
@@ -153,6 +152,27 @@ class Launcher {
     snprintf(database_missing_, sizeof(database_missing_),
              "database \"%s\" (outbox.database) does not exist", name);
     return InvalidOid;
+  }
+
+  // Runs inside guard(). A heap scan of pg_database, as the autovacuum launcher does: with
+  // no database selected, only the shared catalogs' heaps can be read, not their indexes.
+  static Oid lookup_database(const char* name) {
+    StartTransactionCommand();
+    (void)GetTransactionSnapshot();
+    Relation rel = table_open(DatabaseRelationId, AccessShareLock);
+    TableScanDesc scan = table_beginscan_catalog(rel, 0, nullptr);
+    Oid found = InvalidOid;
+    for (HeapTuple tuple; (tuple = heap_getnext(scan, ForwardScanDirection)) != nullptr;) {
+      const auto* db = reinterpret_cast<Form_pg_database>(GETSTRUCT(tuple));
+      if (strcmp(NameStr(db->datname), name) == 0) {
+        found = db->oid;
+        break;
+      }
+    }
+    table_endscan(scan);
+    table_close(rel, AccessShareLock);
+    CommitTransactionCommand();
+    return found;
   }
 
   bool start(int i, Oid database) {
