@@ -2,6 +2,7 @@
 
 extern "C" {
 #include "access/xlog.h"
+#include "access/xlog_internal.h"
 #include "replication/syncrep.h"
 #include "replication/walsender_private.h"
 #include "storage/lwlock.h"
@@ -10,7 +11,15 @@ extern "C" {
 namespace outbox::pg {
 
 XLogRecPtr flush_visible_commits() {
-  const XLogRecPtr lsn = GetXLogInsertRecPtr();
+  XLogRecPtr lsn = GetXLogInsertRecPtr();
+  // At a page boundary the insert position points past the page header, which is written
+  // only with the next record: XLogFlush() would fail ("xlog flush request ... is not
+  // satisfied"). The boundary itself is past every record inserted.
+  if (XLogSegmentOffset(lsn, wal_segment_size) == SizeOfXLogLongPHD) {
+    lsn -= SizeOfXLogLongPHD;
+  } else if (lsn % XLOG_BLCKSZ == SizeOfXLogShortPHD) {
+    lsn -= SizeOfXLogShortPHD;
+  }
   XLogFlush(lsn);
   return lsn;
 }
