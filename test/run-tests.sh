@@ -1,17 +1,36 @@
 #!/usr/bin/env bash
 # Runs every outbox test: unit tests (plain C++, no server), pg_regress, the isolation
 # tester, and the TAP suites. Installs what is missing first. Run as root on Debian 12:
-#   bash test/run-tests.sh
+#   bash test/run-tests.sh              # against PG_CONFIG's PostgreSQL (default: Debian's)
+#   bash test/run-tests.sh --cassert    # against PostgreSQL 15 built with assertions
+#                                       # (scripts/build-cassert-pg.sh builds it once)
 # Each suite starts and stops its own PostgreSQL instances, as the postgres user, in a
 # temp directory that user owns (the checkout itself may not be readable by it).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
-. scripts/pg-env.sh
+
+cassert=false
+for arg in "$@"; do
+  case "$arg" in
+    --cassert) cassert=true ;;
+    *)
+      echo "usage: bash test/run-tests.sh [--cassert]" >&2
+      exit 2
+      ;;
+  esac
+done
 
 bash scripts/install-deps.sh || exit 1
-make -s -j"$(nproc)" || exit 1
-make -s install >/dev/null || exit 1
+if $cassert; then
+  PG_CONFIG=$(bash scripts/build-cassert-pg.sh) || exit 1
+  export PG_CONFIG
+fi
+. scripts/pg-env.sh || exit 1
+echo "=== PostgreSQL: $("$PG_CONFIG" --version) ($PG_CONFIG)"
+
+make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG" || exit 1
+make -s install PG_CONFIG="$PG_CONFIG" >/dev/null || exit 1
 
 passed=0
 failed=0
@@ -45,17 +64,20 @@ trap 'exit 130' INT TERM
 cp -a "$repo/sql" "$repo/expected" "$repo/test" "$work/"
 [ "$(id -u)" = 0 ] && chown -R postgres: "$work"
 
-# Keeps a failed suite's output in test/output/ for a look after the run.
+# Keeps a failed suite's output in test/output/ (test/output-cassert/) for a look after the
+# run.
+output=test/output
+$cassert && output=test/output-cassert
 keep_output() {
-  mkdir -p "$repo/test/output"
-  rm -rf "$repo/test/output/$(basename "$1")"
-  cp -a "$work/$1" "$repo/test/output/" 2>/dev/null
-  echo "(output kept in test/output/$(basename "$1"))"
+  mkdir -p "$repo/$output"
+  rm -rf "$repo/$output/$(basename "$1")"
+  cp -a "$work/$1" "$repo/$output/" 2>/dev/null
+  echo "(output kept in $output/$(basename "$1"))"
 }
 
 regress_tests=$(sed -n 's/^REGRESS = //p' Makefile)
 isolation_tests=$(cd test/isolation/specs && ls *.spec 2>/dev/null | sed 's/\.spec$//' | tr '\n' ' ')
-pgxs_dir=$(cd "$(dirname "$(pg_config --pgxs)")/../.." && pwd)
+pgxs_dir=$(cd "$(dirname "$("$PG_CONFIG" --pgxs)")/../.." && pwd)
 
 run_regress() {
   (cd "$work" && as_postgres "$pgxs_dir/src/test/regress/pg_regress" \
@@ -109,7 +131,7 @@ check_schedule() {
 }
 
 suite "schedule" check_schedule
-suite "unit tests" make -s -C test/unit run
+suite "unit tests" make -s -C test/unit run PG_CONFIG="$PG_CONFIG"
 suite "format" make -s format-check
 suite "pg_regress" run_regress
 suite "isolation" run_isolation
