@@ -130,12 +130,31 @@ check_schedule() {
   return $missing
 }
 
+# The servers' logs: a failed assertion (TRAP, in an assert-enabled build), a crash, or a
+# complaint about memory or leaked resources, in a background worker say, fails no test by
+# itself (the postmaster restarts the process). A signal 9 is a test's own kill -9.
+check_server_logs() {
+  local pattern='TRAP: |terminated by signal ([^9]|[0-9][0-9])|PANIC: |problem in alloc set|write past chunk end|reference leak|refcount leak|file leak|memory leak|was not closed|snapshot .* still active'
+  local logs=() found
+  mapfile -t logs < <(find "$work/regress_out/log" "$work/isolation_out/log" \
+    "$work/test/tmp_check/log" -name '*.log' ! -name 'regress_log_*' 2>/dev/null)
+  [ ${#logs[@]} -gt 0 ] || { echo "no server logs found"; return 1; }
+  found=$(grep -HEn "$pattern" "${logs[@]}")
+  [ -z "$found" ] && return 0
+  echo "$found" | head -50
+  mkdir -p "$repo/$output/server-logs"
+  cut -d: -f1 <<<"$found" | sort -u | xargs -d '\n' cp -t "$repo/$output/server-logs/"
+  echo "(logs kept in $output/server-logs)"
+  return 1
+}
+
 suite "schedule" check_schedule
 suite "unit tests" make -s -C test/unit run PG_CONFIG="$PG_CONFIG"
 suite "format" make -s format-check
 suite "pg_regress" run_regress
 suite "isolation" run_isolation
 suite "tap" run_tap
+suite "server logs" check_server_logs
 
 echo
 echo "suites: ${passed} passed, ${failed} failed${failed_names:+ (${failed_names[*]})}"
