@@ -79,6 +79,9 @@ regress_tests=$(sed -n 's/^REGRESS = //p' Makefile)
 isolation_tests=$(cd test/isolation/specs && ls *.spec 2>/dev/null | sed 's/\.spec$//' | tr '\n' ' ')
 pgxs_dir=$(cd "$(dirname "$("$PG_CONFIG" --pgxs)")/../.." && pwd)
 
+# The fixed ports only name the Unix socket: a temp instance listens on no TCP address and
+# keeps its socket in a directory of its own, so two runs at once (two checkouts) do not
+# collide.
 run_regress() {
   (cd "$work" && as_postgres "$pgxs_dir/src/test/regress/pg_regress" \
      --temp-instance="$work/tmp_regress" --bindir="$PG_BINDIR" \
