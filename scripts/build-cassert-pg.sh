@@ -54,8 +54,10 @@ ensure_sources() {
   log "apt-get update"
   apt-get update -qq
   [ -n "$(source_dsc postgresql-15)" ] && return
-  log "adding a deb-src line for bookworm main"
-  cat >/etc/apt/sources.list.d/outbox-debian-src.sources <<'EOF'
+  local parts
+  eval "$(apt-config shell parts Dir::Etc::sourceparts/d)"
+  log "adding a deb-src line for bookworm main (${parts%/}/outbox-debian-src.sources)"
+  cat >"${parts%/}/outbox-debian-src.sources" <<'EOF'
 Types: deb-src
 URIs: http://deb.debian.org/debian
 Suites: bookworm
