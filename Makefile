@@ -30,6 +30,15 @@ override CPPFLAGS := -I$(srcdir)/src $(patsubst -I$(includedir_server),-isystem 
 # that a changed header (sink.hpp's kAbiVersion, say) rebuilds what includes it.
 $(OBJS): $(wildcard src/*.hpp src/*/*.hpp)
 
+# Objects compiled against another PostgreSQL (another PG_CONFIG, such as the assert-enabled
+# build) are rebuilt: .pg_build names the installation they were compiled for.
+PG_BUILD := $(PGXS) $(VERSION) $(CFLAGS)
+ifneq ($(PG_BUILD),$(file < .pg_build))
+$(file > .pg_build,$(PG_BUILD))
+endif
+$(OBJS): .pg_build
+EXTRA_CLEAN += .pg_build
+
 .PHONY: unit-tests format format-check
 unit-tests:
 	$(MAKE) -C test/unit run

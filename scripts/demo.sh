@@ -8,11 +8,12 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
-. scripts/pg-env.sh
 
 bash scripts/install-deps.sh
-make -s -j"$(nproc)"
-make -s install >/dev/null
+# After install-deps: on a fresh machine there is no pg_config before it.
+. scripts/pg-env.sh
+make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG"
+make -s install PG_CONFIG="$PG_CONFIG" >/dev/null
 
 work=$(make_workdir)
 # The Kafka mock cluster: prints its bootstrap servers, then runs until its stdin closes.
@@ -27,7 +28,7 @@ echo "outbox demo: Kafka mock cluster at $bootstrap"
 
 port=${OUTBOX_DEMO_PORT:-55432}
 start_cluster "$work" "$port" "shared_preload_libraries = 'outbox'" "outbox.database = 'postgres'" 3>&-
-echo "outbox demo: PostgreSQL $(pg_config --version | awk '{print $2}') on 127.0.0.1:$port ($work)"
+echo "outbox demo: PostgreSQL $("$PG_CONFIG" --version | awk '{print $2}') on 127.0.0.1:$port ($work)"
 
 psql_demo() { as_postgres psql -X -h "$work" -p "$port" -U postgres -v ON_ERROR_STOP=1 "$@"; }
 

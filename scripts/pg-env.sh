@@ -1,7 +1,13 @@
 # Sourced by the scripts that start throwaway PostgreSQL clusters. Tests and demos run the
 # server as the postgres user (it refuses to run as root), in a temp directory it owns.
-PG_BINDIR=$(pg_config --bindir)
-export PG_BINDIR
+# PG_CONFIG picks the PostgreSQL installation: pg_config on PATH (Debian's) by default.
+pg_config_wanted=${PG_CONFIG:-pg_config}
+PG_CONFIG=$(command -v "$pg_config_wanted") || {
+  echo "pg-env.sh: no $pg_config_wanted: is PostgreSQL installed?" >&2
+  return 1
+}
+PG_BINDIR=$("$PG_CONFIG" --bindir)
+export PG_CONFIG PG_BINDIR
 export PATH="$PG_BINDIR:$PATH"
 
 # as_postgres CMD...: run a command as the postgres user (or as is, when already not root).

@@ -1,17 +1,36 @@
 #!/usr/bin/env bash
 # Runs every outbox test: unit tests (plain C++, no server), pg_regress, the isolation
 # tester, and the TAP suites. Installs what is missing first. Run as root on Debian 12:
-#   bash test/run-tests.sh
+#   bash test/run-tests.sh              # against PG_CONFIG's PostgreSQL (default: Debian's)
+#   bash test/run-tests.sh --cassert    # against PostgreSQL 15 built with assertions
+#                                       # (scripts/build-cassert-pg.sh builds it once)
 # Each suite starts and stops its own PostgreSQL instances, as the postgres user, in a
 # temp directory that user owns (the checkout itself may not be readable by it).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
-. scripts/pg-env.sh
+
+cassert=false
+for arg in "$@"; do
+  case "$arg" in
+    --cassert) cassert=true ;;
+    *)
+      echo "usage: bash test/run-tests.sh [--cassert]" >&2
+      exit 2
+      ;;
+  esac
+done
 
 bash scripts/install-deps.sh || exit 1
-make -s -j"$(nproc)" || exit 1
-make -s install >/dev/null || exit 1
+if $cassert; then
+  PG_CONFIG=$(bash scripts/build-cassert-pg.sh) || exit 1
+  export PG_CONFIG
+fi
+. scripts/pg-env.sh || exit 1
+echo "=== PostgreSQL: $("$PG_CONFIG" --version) ($PG_CONFIG)"
+
+make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG" || exit 1
+make -s install PG_CONFIG="$PG_CONFIG" >/dev/null || exit 1
 
 passed=0
 failed=0
@@ -45,18 +64,24 @@ trap 'exit 130' INT TERM
 cp -a "$repo/sql" "$repo/expected" "$repo/test" "$work/"
 [ "$(id -u)" = 0 ] && chown -R postgres: "$work"
 
-# Keeps a failed suite's output in test/output/ for a look after the run.
+# Keeps a failed suite's output in test/output/ (test/output-cassert/) for a look after the
+# run.
+output=test/output
+$cassert && output=test/output-cassert
 keep_output() {
-  mkdir -p "$repo/test/output"
-  rm -rf "$repo/test/output/$(basename "$1")"
-  cp -a "$work/$1" "$repo/test/output/" 2>/dev/null
-  echo "(output kept in test/output/$(basename "$1"))"
+  mkdir -p "$repo/$output"
+  rm -rf "$repo/$output/$(basename "$1")"
+  cp -a "$work/$1" "$repo/$output/" 2>/dev/null
+  echo "(output kept in $output/$(basename "$1"))"
 }
 
 regress_tests=$(sed -n 's/^REGRESS = //p' Makefile)
 isolation_tests=$(cd test/isolation/specs && ls *.spec 2>/dev/null | sed 's/\.spec$//' | tr '\n' ' ')
-pgxs_dir=$(cd "$(dirname "$(pg_config --pgxs)")/../.." && pwd)
+pgxs_dir=$(cd "$(dirname "$("$PG_CONFIG" --pgxs)")/../.." && pwd)
 
+# The fixed ports only name the Unix socket: a temp instance listens on no TCP address and
+# keeps its socket in a directory of its own, so two runs at once (two checkouts) do not
+# collide.
 run_regress() {
   (cd "$work" && as_postgres "$pgxs_dir/src/test/regress/pg_regress" \
      --temp-instance="$work/tmp_regress" --bindir="$PG_BINDIR" \
@@ -108,12 +133,31 @@ check_schedule() {
   return $missing
 }
 
+# The servers' logs: a failed assertion (TRAP, in an assert-enabled build), a crash, or a
+# complaint about memory or leaked resources, in a background worker say, fails no test by
+# itself (the postmaster restarts the process). A signal 9 is a test's own kill -9.
+check_server_logs() {
+  local pattern='TRAP: |terminated by signal ([^9]|[0-9][0-9])|PANIC: |problem in alloc set|write past chunk end|reference leak|refcount leak|file leak|memory leak|was not closed|snapshot .* still active'
+  local logs=() found
+  mapfile -t logs < <(find "$work/regress_out/log" "$work/isolation_out/log" \
+    "$work/test/tmp_check/log" -name '*.log' ! -name 'regress_log_*' 2>/dev/null)
+  [ ${#logs[@]} -gt 0 ] || { echo "no server logs found"; return 1; }
+  found=$(grep -HEn "$pattern" "${logs[@]}")
+  [ -z "$found" ] && return 0
+  echo "$found" | head -50
+  mkdir -p "$repo/$output/server-logs"
+  cut -d: -f1 <<<"$found" | sort -u | xargs -d '\n' cp -t "$repo/$output/server-logs/"
+  echo "(logs kept in $output/server-logs)"
+  return 1
+}
+
 suite "schedule" check_schedule
-suite "unit tests" make -s -C test/unit run
+suite "unit tests" make -s -C test/unit run PG_CONFIG="$PG_CONFIG"
 suite "format" make -s format-check
 suite "pg_regress" run_regress
 suite "isolation" run_isolation
 suite "tap" run_tap
+suite "server logs" check_server_logs
 
 echo
 echo "suites: ${passed} passed, ${failed} failed${failed_names:+ (${failed_names[*]})}"

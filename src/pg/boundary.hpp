@@ -10,9 +10,13 @@
 //    flushed, and it continues as a PgError exception; invoke() re-raises it unchanged
 //    (same SQLSTATE, message, detail, context). The transaction is then aborted by
 //    PostgreSQL as usual: a PgError is never swallowed.
+//  - A PgError owns its copy of the error, in a memory context of its own: it stays valid
+//    for as long as the exception, whatever the caller frees (a transaction abort frees
+//    the context that was current at guard()).
 #pragma once
 
 #include <exception>
+#include <memory>
 #include <type_traits>
 #include <utility>
 
@@ -21,27 +25,48 @@
 
 namespace outbox::pg {
 
+namespace detail {
+// Deletes the memory context that holds `error` (one made by run_guarded()).
+void delete_error(ErrorData* error) noexcept;
+}  // namespace detail
+
 class PgError : public std::exception {
  public:
-  explicit PgError(ErrorData* data) : data_(data) {}
-  ErrorData* data() const noexcept { return data_; }
+  // Takes `data` from run_guarded(); the copies of the exception share it, and the last
+  // one deletes it.
+  explicit PgError(ErrorData* data) : data_(data, detail::delete_error) {}
+  ErrorData* data() const noexcept { return data_.get(); }
   const char* what() const noexcept override {
     return data_ && data_->message ? data_->message : "PostgreSQL error";
   }
 
  private:
-  ErrorData* data_;  // palloc'd in the memory context that was current at guard()
+  std::shared_ptr<ErrorData> data_;
 };
 
 namespace detail {
-// Runs fn(arg) under PG_TRY. Returns nullptr on success, or the copied error (allocated in
-// the memory context current at the call) with the error state flushed. fn must not throw:
-// a C++ exception here would leave PostgreSQL's error stack pointing at a dead frame, so
-// noexcept turns that bug into std::terminate.
+// Runs fn(arg) under PG_TRY. Returns nullptr on success, or the copied error (in a new
+// memory context under TopMemoryContext, for PgError to own) with the error state flushed.
+// fn must not throw: a C++ exception here would leave PostgreSQL's error stack pointing at
+// a dead frame, so noexcept turns that bug into std::terminate.
 ErrorData* run_guarded(void (*fn)(void*), void* arg) noexcept;
-// Raises `error` (or an ERROR built from the C++ message) as a PostgreSQL ERROR.
-[[noreturn]] void raise(ErrorData* pg_error, const char* code, const char* message,
-                        const char* detail, const char* hint);
+
+// What invoke() raises. The copies it makes in a catch block never raise an ERROR (no
+// longjmp may leave a catch block): they return nullptr when memory is short.
+struct Caught {
+  ErrorData* pg_error = nullptr;  // re-raised as it is
+  const char* code = nullptr;
+  const char* prefix = "";
+  const char* message = nullptr;  // nullptr: a copy failed, raise out_of_memory
+  const char* detail = nullptr;
+  const char* hint = nullptr;
+};
+// A copy of `error` in the current memory context, or nullptr.
+ErrorData* copy_error(const ErrorData* error) noexcept;
+// A copy of `text` in the current memory context, or nullptr.
+char* copy_text(const char* text) noexcept;
+// Raises what invoke() caught as a PostgreSQL ERROR.
+[[noreturn]] void raise(const Caught& what);
 }  // namespace detail
 
 template <typename Fn>
@@ -71,32 +96,31 @@ auto guard(Fn&& fn) -> decltype(fn()) {
 
 template <typename Fn>
 Datum invoke(Fn&& fn) noexcept {
-  ErrorData* pg_error = nullptr;
-  const char* code = nullptr;
-  char* message = nullptr;
-  char* detail = nullptr;
-  char* hint = nullptr;
+  // Copied into the current memory context: the exception object, and a PgError's own
+  // copy with it, is destroyed when its catch block ends.
+  detail::Caught caught;
   try {
     return fn();
   } catch (const PgError& e) {
-    pg_error = e.data();
+    caught.pg_error = detail::copy_error(e.data());
   } catch (const outbox::Error& e) {
-    code = e.code();
-    message = pstrdup(e.what());
-    detail = e.detail().empty() ? nullptr : pstrdup(e.detail().c_str());
-    hint = e.hint().empty() ? nullptr : pstrdup(e.hint().c_str());
+    caught.code = e.code();
+    caught.message = detail::copy_text(e.what());
+    caught.detail = e.detail().empty() ? nullptr : detail::copy_text(e.detail().c_str());
+    caught.hint = e.hint().empty() ? nullptr : detail::copy_text(e.hint().c_str());
   } catch (const std::bad_alloc&) {
-    code = "53200";  // out_of_memory
-    message = pstrdup("outbox: out of memory");
+    caught.code = "53200";  // out_of_memory
+    caught.message = "outbox: out of memory";
   } catch (const std::exception& e) {
-    code = sqlstate::kInternalError;
-    message = psprintf("outbox: internal error: %s", e.what());
+    caught.code = sqlstate::kInternalError;
+    caught.prefix = "outbox: internal error: ";
+    caught.message = detail::copy_text(e.what());
   } catch (...) {
-    code = sqlstate::kInternalError;
-    message = pstrdup("outbox: internal error: unknown C++ exception");
+    caught.code = sqlstate::kInternalError;
+    caught.message = "outbox: internal error: unknown C++ exception";
   }
   // Every C++ frame below this one has unwound and the exception object is destroyed.
-  detail::raise(pg_error, code, message, detail, hint);
+  detail::raise(caught);
 }
 
 }  // namespace outbox::pg

@@ -6,6 +6,11 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('cron');
+# The assert-enabled build has pg_cron only when its source could be fetched (see
+# scripts/build-cassert-pg.sh).
+my $sharedir = $node->config_data('--sharedir');
+plan skip_all => "pg_cron is not installed in $sharedir"
+  unless -f "$sharedir/extension/pg_cron.control";
 $node->init;
 # The test cluster listens on a Unix socket only, so pg_cron runs its jobs in background
 # workers instead of connecting over TCP.
