@@ -64,6 +64,27 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// What an option's value is; checked before the sink sees it (src/sinks/option_rules.hpp).
+enum class OptionKind {
+  kText,     // passed as given
+  kInteger,  // a whole number, optionally negative
+  kBoolean,  // true or false
+  // A file inside outbox.sink_files_directory, given relative to it (or absolute, inside it);
+  // it must resolve (symbolic links followed) to a regular file there. The sink receives the
+  // absolute resolved path.
+  kFile,
+  // Never given inline: the user gives <name>_file, a file inside that directory that is not
+  // readable or writable by others (mode & 007 == 0), at most 64 KiB. The sink receives
+  // <name> = its content, one trailing newline stripped. Never shown, logged or echoed.
+  kSecret,
+};
+
+struct OptionSpec {
+  const char* name;
+  OptionKind kind;
+  const char* description;  // one line, as in docs/sink-options.md
+};
+
 class Sink {
  public:
   virtual ~Sink() = default;

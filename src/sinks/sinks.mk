@@ -8,8 +8,8 @@
 #   make sinks         only these
 
 # Sources, for the format targets (headers are covered by src/*/*.hpp there).
-SINK_SRCS = src/sinks/routing.cpp src/sinks/null_sink.cpp src/sinks/null_plugin.cpp \
-	src/sinks/kafka_sink.cpp src/sinks/kafka_plugin.cpp
+SINK_SRCS = src/sinks/option_rules.cpp src/sinks/routing.cpp src/sinks/null_sink.cpp \
+	src/sinks/null_plugin.cpp src/sinks/kafka_sink.cpp src/sinks/kafka_plugin.cpp
 TOOL_SRCS = test/tools/kafka_mock.cpp
 
 SINK_HDRS = $(wildcard src/sinks/*.hpp)
