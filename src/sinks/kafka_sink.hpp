@@ -1,20 +1,20 @@
 // The Kafka sink: an idempotent librdkafka producer (enable.idempotence=true, acks=all).
 //
-// Options (outbox.configure_sink('kafka', '{...}')):
-//   topic.template    outbox-level: topic per event, default "outbox.event.${aggregatetype}"
+// Options (outbox.configure_sink('kafka', '{...}')): the allowlist in kafka_options.hpp,
+// documented in docs/sink-options.md. Besides librdkafka's producer properties:
+//   topic.template    topic per event, default "outbox.event.${aggregatetype}"
 //                     (see routing.hpp: ${aggregatetype}, ${type}; Debezium's
 //                     ${routedByValue} is an alias of ${aggregatetype}).
-//   timestamp         outbox-level: "created_at" (default: the event's created_at becomes
-//                     the Kafka message timestamp) or "now" (the time of sending).
-//   anything else     a librdkafka property, passed to rd_kafka_conf_set as is
-//                     (bootstrap.servers, security.protocol, sasl.*, compression.type,
-//                     linger.ms, message.max.bytes, ...). An unknown property or a bad value
-//                     is a ConfigError with librdkafka's own message.
-// Required: bootstrap.servers (or test.mock.num.brokers, for tests).
+//   timestamp         "created_at" (default: the event's created_at becomes the Kafka
+//                     message timestamp) or "now" (the time of sending).
+// Required: bootstrap.servers. A bad value is a ConfigError with librdkafka's own message
+// (none for a secret). Files (certificates, keys) arrive as absolute paths and secrets
+// (passwords, sasl.oauthbearer.config, ...) as their content, resolved by configure_sink
+// (option_rules.hpp). Secrets are redacted from every text the sink hands out: log lines,
+// errors, describe() (which shows no secret and no sensitive-looking option at all).
 // Forced: enable.idempotence=true and acks=all; setting either to anything weaker is a
-// ConfigError, and so is transactional.id (a transactional producer could not produce
-// outside a transaction). max.in.flight must stay <= 5 (librdkafka refuses more with
-// idempotence), which is what keeps messages of one key in order across retries.
+// ConfigError. max.in.flight must stay <= 5 (librdkafka refuses more with idempotence), which
+// is what keeps messages of one key in order across retries. Kerberos never runs kinit.
 // Defaults that differ from librdkafka's: partitioner=murmur2_random (the Java client's
 // partitioner, so a key lands on the same partition as from Debezium or any Java producer)
 // client.id=outbox-relay, and linger.ms=1 (a batch goes out in few requests; the sink
@@ -173,6 +173,9 @@ class KafkaSink final : public Sink {
   routing::TopicTemplate topic_template_;
   bool timestamp_from_event_ = true;
   std::string description_;
+  // The secrets among the options: redacted from every text the sink hands out. Set before
+  // rd_kafka_new (which may log) and never changed, so read without a lock.
+  std::vector<std::string> secrets_;
 
   std::atomic<bool> fatal_{false};
   std::string fatal_error_;  // set once, when fatal_ becomes true

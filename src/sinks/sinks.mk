@@ -9,7 +9,8 @@
 
 # Sources, for the format targets (headers are covered by src/*/*.hpp there).
 SINK_SRCS = src/sinks/option_rules.cpp src/sinks/routing.cpp src/sinks/null_sink.cpp \
-	src/sinks/null_plugin.cpp src/sinks/kafka_sink.cpp src/sinks/kafka_plugin.cpp
+	src/sinks/null_plugin.cpp src/sinks/kafka_options.cpp src/sinks/kafka_sink.cpp \
+	src/sinks/kafka_plugin.cpp
 TOOL_SRCS = test/tools/kafka_mock.cpp
 
 SINK_HDRS = $(wildcard src/sinks/*.hpp)
@@ -30,7 +31,7 @@ outbox_sink_null$(DLSUFFIX): src/sinks/null_sink.cpp src/sinks/null_plugin.cpp $
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^)
 
 outbox_sink_kafka$(DLSUFFIX): src/sinks/kafka_sink.cpp src/sinks/kafka_plugin.cpp \
-		src/sinks/routing.cpp $(SINK_HDRS)
+		src/sinks/kafka_options.cpp src/sinks/option_rules.cpp src/sinks/routing.cpp $(SINK_HDRS)
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^) -lrdkafka
 
 $(KAFKA_MOCK): $(TOOL_SRCS)

@@ -74,6 +74,13 @@ TEST(SinkPlugin, Kafka) {
   }
   EXPECT_THROW(lib.get()->create({{"bootstrap.servers", "127.0.0.1:1"}, {"no.such.thing", "1"}}),
                ConfigError);
+  // The plugin refuses what its declaration leaves out, whoever loads it.
+  try {
+    lib.get()->create({{"bootstrap.servers", "127.0.0.1:1"}, {"plugin.library.paths", "x"}});
+    FAIL() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "sink \"kafka\" has no option \"plugin.library.paths\"");
+  }
   // Creating it starts librdkafka's threads; nothing is connected until a message is sent.
   auto sink = lib.get()->create({{"bootstrap.servers", "127.0.0.1:1"}});
   EXPECT_TRUE(sink->usable());
