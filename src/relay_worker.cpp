@@ -189,6 +189,14 @@ struct Fetched {
   bool full;  // stopped by batch_size or batch_max_bytes: more work is likely waiting
 };
 
+// Watches the sink's waits for acknowledgements: a shutdown does not wait for send_timeout.
+class RelayWaitObserver final : public sinks::WaitObserver {
+ public:
+  bool keep_waiting(std::string_view /*client_error*/) noexcept override {
+    return !ShutdownRequestPending;
+  }
+};
+
 // One batch of the pipeline. Two of them live as long as the relay, so the sink's view of
 // `outcomes` outlives any one transaction.
 struct Batch {
@@ -552,7 +560,7 @@ class Relay {
     sink_.reset();
     sinks::Options options = sink_options_from_jsonb("outbox relay", config.options);
     sink_ = create_sink("outbox relay", config.name, options);
-    sink_->stop_when(&ShutdownRequestPending);  // a shutdown does not wait for send_timeout
+    sink_->observe_waits(&wait_observer_);
     sink_name_ = config.name;
     config_updated_at_ = config.updated_at;
     const std::string description = sink_->describe();
@@ -1148,6 +1156,7 @@ class Relay {
   MemoryContext iteration_ = nullptr;
   // Where payload_text() writes each payload before its fitted copy (in TopMemoryContext).
   StringInfoData payload_scratch_{};
+  RelayWaitObserver wait_observer_;  // before sink_, which uses it: destroyed after it
   std::unique_ptr<sinks::Sink> sink_;
   std::string sink_name_;
   uint32 generation_ = 0;

@@ -5,6 +5,8 @@
 
 #include "pg/boundary.hpp"
 #include "pg/jsonb_object.hpp"
+#include "pg/settings.hpp"
+#include "sinks/option_rules.hpp"
 
 namespace outbox::pg {
 namespace {
@@ -124,8 +126,16 @@ std::unique_ptr<sinks::Sink> create_sink(const char* function, const std::string
             ": rebuild the sink against this version's sink.hpp.");
   }
   try {
+    // Files and secrets as the sink receives them; the secrets' values live only in here.
+    const char* directory = settings.sink_files_directory;
+    const sinks::Options resolved =
+        sinks::resolve_options(name, {plugin->options, plugin->option_count}, options,
+                               directory != nullptr ? directory : "");
     SignalsBlocked blocked;
-    return plugin->create(options);
+    return plugin->create(resolved);
+  } catch (const sinks::OptionError& e) {
+    throw Error(sqlstate::kInvalidParameterValue, std::string(function) + ": " + e.what(), {},
+                e.hint());
   } catch (const sinks::ConfigError& e) {
     throw Error(sqlstate::kInvalidParameterValue,
                 std::string(function) + ": invalid options for sink \"" + name + "\"", e.what());

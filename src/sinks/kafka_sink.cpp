@@ -13,6 +13,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// How often finish() asks the WaitObserver while it waits.
+constexpr auto kObserveEvery = std::chrono::milliseconds(100);
+
 // How long one rd_kafka_poll may wait before `deadline`: at most 100 ms, so that a fatal error
 // is noticed soon.
 int poll_ms(Clock::time_point deadline) {
@@ -66,6 +69,7 @@ KafkaSink::KafkaSink(const Options& options) {
   topic_template_ = std::move(settings.topic_template);
   timestamp_from_event_ = settings.timestamp_from_event;
   description_ = std::move(settings.description);
+  max_message_bytes_ = settings.max_message_bytes;
   secrets_ = std::move(settings.secrets);
 
   rd_kafka_conf_set_opaque(conf.get(), this);
@@ -165,8 +169,8 @@ void KafkaSink::delivered(const rd_kafka_message_t* message) noexcept {
         error = error_text(message->err);
       } else if (check_fatal()) {  // librdkafka purges its queues on a fatal error
         error = fatal_error_;
-      } else {  // finish() purged when an earlier batch timed out
-        error = error_text(message->err, "not sent: purged when an earlier batch timed out");
+      } else {  // finish() purged when an earlier batch timed out or was abandoned
+        error = error_text(message->err, purge_reason_.c_str());
       }
       settle(batch, i, Outcome{classify(message->err), std::move(error)});
       if (message->err == RD_KAFKA_RESP_ERR__FATAL) check_fatal();
@@ -430,21 +434,33 @@ void KafkaSink::finish() {
   // thread must be done with the batch's messages before finish() returns, whatever
   // happens: it stops queuing at the deadline, or at once after a fatal error.
   bool fatal = false;
-  bool stopped = false;
+  bool abandoned = false;
+  auto observe_at = Clock::now();  // the observer first hears of the wait before it starts
   while (!(batch.queued && batch.pending == 0)) {
     if (!fatal && check_fatal()) {
       fail_all_on_fatal(lock);
       fatal = true;
       continue;
     }
-    // At most 100 ms at a time, so that a fatal error or a shutdown is noticed soon.
-    const auto now = Clock::now();
-    if (stop_requested() && batch.deadline > now) {
-      // Shutting down: the deadline is now, for this loop and for the thread's queuing.
-      batch.deadline = now;
-      stopped = true;
+    auto now = Clock::now();
+    if (!abandoned && now >= observe_at) {
+      // Without the lock: the observer may take its own locks, and the reports go on.
+      const std::string client_error = last_error_;
+      lock.unlock();
+      const bool keep = keep_waiting(client_error);
+      lock.lock();
+      now = Clock::now();
+      observe_at = now + kObserveEvery;
+      if (!keep) {
+        // The deadline is now, for this loop and for the thread's queuing.
+        abandoned = true;
+        batch.deadline = std::min(batch.deadline, now);
+      }
+      continue;  // the batch may have completed meanwhile
     }
+    // At most 100 ms at a time, so that a fatal error is noticed soon.
     auto until = now + std::chrono::milliseconds(100);
+    if (!abandoned) until = std::min(until, observe_at);
     if (batch.queued) {
       if (now >= batch.deadline) break;
       until = std::min(until, batch.deadline);
@@ -453,9 +469,9 @@ void KafkaSink::finish() {
   }
   if (batch.pending == 0) return;
 
-  std::string error = stopped ? std::string("not acknowledged when the relay stopped")
-                              : "timed out waiting for delivery report after " +
-                                    std::to_string(batch.timeout.count()) + " ms";
+  std::string error = abandoned ? std::string("not acknowledged: the relay stopped waiting")
+                                : "timed out waiting for delivery report after " +
+                                      std::to_string(batch.timeout.count()) + " ms";
   if (!last_error_.empty()) error += " (last client error: " + last_error_ + ")";
   // Queued, not yet sent messages would be sent later as duplicates of the relay's retry:
   // drop them. In-flight ones cannot be recalled. The purge must block: with
@@ -463,6 +479,10 @@ void KafkaSink::finish() {
   // started after this call. It drops those of the later batches started already: their
   // reports (_PURGE_QUEUE) make them kUnavailable, and batches started while they are
   // unfinished must not overtake them.
+  purge_reason_ = abandoned ? "not sent: purged when the relay stopped waiting for an earlier "
+                              "batch"
+                            : "not sent: purged when an earlier batch timed out after " +
+                                  std::to_string(batch.timeout.count()) + " ms";
   rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE);
   fail_pending(batch, error);
   for (const Batch& started : batches_) {

@@ -27,7 +27,8 @@ SINK_SO_FLAGS = -fPIC -shared -fvisibility=hidden -fvisibility-inlines-hidden \
 all: sinks
 sinks: $(SINK_LIBS) $(KAFKA_MOCK)
 
-outbox_sink_null$(DLSUFFIX): src/sinks/null_sink.cpp src/sinks/null_plugin.cpp $(SINK_HDRS)
+outbox_sink_null$(DLSUFFIX): src/sinks/null_sink.cpp src/sinks/null_plugin.cpp \
+		src/sinks/option_rules.cpp $(SINK_HDRS)
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^)
 
 outbox_sink_kafka$(DLSUFFIX): src/sinks/kafka_sink.cpp src/sinks/kafka_plugin.cpp \

@@ -168,6 +168,15 @@ TEST(KafkaOptions, ForcedAndCheckedValues) {
   EXPECT_EQ(sink_refusal("sasl.mechanisms", "GSSAPI"), "");
 }
 
+TEST(KafkaOptions, MaxMessageBytes) {
+  KafkaSink plain(kBootstrap);
+  EXPECT_EQ(plain.max_message_bytes(), 1000000u);
+  Options options = kBootstrap;
+  options.emplace_back("message.max.bytes", "2000000");
+  KafkaSink raised(options);
+  EXPECT_EQ(raised.max_message_bytes(), 2000000u);
+}
+
 TEST(KafkaOptions, Redacted) {
   EXPECT_EQ(redacted("a pw b pwpw", {"pw"}), "a [redacted] b [redacted][redacted]");
   EXPECT_EQ(redacted("none here", {"", "x1"}), "none here");

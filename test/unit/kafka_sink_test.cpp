@@ -3,14 +3,13 @@
 // consumer.
 #include "sinks/kafka_sink.hpp"
 
-#include <pthread.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -778,7 +777,8 @@ TEST(KafkaSink, BrokersDownWithTwoBatchesStarted) {
   EXPECT_LT(Clock::now() - t2, 1800ms);
   EXPECT_EQ(unset(o2), 0u) << summary(o2);
   EXPECT_TRUE(all_unavailable(o2, ""));
-  EXPECT_NE(first_error(o2).find("purged when an earlier batch timed out"), std::string::npos)
+  EXPECT_NE(first_error(o2).find("not sent: purged when an earlier batch timed out after 1000 ms"),
+            std::string::npos)
       << first_error(o2);
   t3 = Clock::now();
   sink->finish();
@@ -797,20 +797,25 @@ TEST(KafkaSink, BrokersDownWithTwoBatchesStarted) {
   EXPECT_EQ(ids_of(records).size(), 45u);
 }
 
-// The relay's SIGTERM handler, as in the relay: a flag set by a signal on the waiting thread.
-volatile std::sig_atomic_t g_stop = 0;
-extern "C" void set_stop(int) { g_stop = 1; }
+// A WaitObserver that says stop once `stop` is set (from another thread, as a signal handler
+// would set the relay's flag), and counts its calls.
+class StopObserver final : public WaitObserver {
+ public:
+  bool keep_waiting(std::string_view) noexcept override {
+    ++calls;
+    return !stop;
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<int> calls{0};
+};
 
-// The relay's shutdown flag ends the wait for a broker that is down long before the batches'
-// timeout; nothing acknowledged is lost, and nothing queued is sent twice afterwards.
-TEST(KafkaSink, StopFlagEndsTheWait) {
+// The observer ends the wait for a broker that is down long before the batches' timeout;
+// nothing acknowledged is lost, and nothing queued is sent twice afterwards.
+TEST(KafkaSink, ObserverEndsTheWait) {
   MockCluster cluster(3);
   auto sink = make_sink(cluster);
-  g_stop = 0;
-  struct sigaction action {};
-  action.sa_handler = set_stop;
-  ASSERT_EQ(sigaction(SIGUSR1, &action, nullptr), 0);
-  sink->stop_when(&g_stop);
+  StopObserver observer;
+  sink->observe_waits(&observer);
   ASSERT_EQ(warm_up(*sink), "A");
 
   ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster.get(), -1), RD_KAFKA_RESP_ERR_NO_ERROR);
@@ -820,24 +825,23 @@ TEST(KafkaSink, StopFlagEndsTheWait) {
   std::vector<Outcome> o1(m1.size(), kUnset), o2(m2.size(), kUnset);
   sink->start(m1, o1, 60s);
   sink->start(m2, o2, 60s);
-  const pthread_t waiting = pthread_self();
-  std::thread signal([waiting] {
+  std::thread stopper([&observer] {
     std::this_thread::sleep_for(300ms);
-    pthread_kill(waiting, SIGUSR1);  // the server's stop reaching the relay
+    observer.stop = true;  // the server's stop reaching the relay
   });
   const auto t0 = Clock::now();
   sink->finish();
   sink->finish();
   const auto took = Clock::now() - t0;
-  signal.join();
+  stopper.join();
   EXPECT_GE(took, 250ms);
-  EXPECT_LT(took, 5s) << "the stop flag did not end the wait";
-  EXPECT_TRUE(all_unavailable(o1, "not acknowledged when the relay stopped"));
+  EXPECT_LT(took, 1s) << "the observer did not end the wait within 100 ms or so";
+  EXPECT_TRUE(all_unavailable(o1, "not acknowledged: the relay stopped waiting"));
   EXPECT_EQ(unset(o2), 0u) << summary(o2);
   EXPECT_TRUE(all_unavailable(o2, ""));
 
   // Like a relay after its restart: the same events again, once the brokers are back.
-  g_stop = 0;
+  observer.stop = false;
   ASSERT_EQ(rd_kafka_mock_broker_set_up(cluster.get(), -1), RD_KAFKA_RESP_ERR_NO_ERROR);
   for (const Events* events : {&first, &second}) {
     auto outcomes = send(*sink, *events, 15s);
@@ -846,6 +850,79 @@ TEST(KafkaSink, StopFlagEndsTheWait) {
   auto records = consume(cluster.bootstraps(), "outbox.event.order", 41);
   EXPECT_EQ(records.size(), 41u);
   EXPECT_EQ(ids_of(records).size(), 41u);
+}
+
+// A stop seen on the first call ends the wait at once, without waiting 100 ms.
+TEST(KafkaSink, ObserverStopAtOnce) {
+  MockCluster cluster(1);
+  auto sink = make_sink(cluster);
+  ASSERT_EQ(warm_up(*sink), "A");
+  StopObserver observer;
+  observer.stop = true;
+  sink->observe_waits(&observer);
+  ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster.get(), -1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  const Events events = four_keys(4);
+  const auto t0 = Clock::now();
+  auto outcomes = send(*sink, events, 60s);
+  EXPECT_LT(Clock::now() - t0, 80ms);
+  EXPECT_EQ(observer.calls, 1);
+  EXPECT_TRUE(all_unavailable(outcomes, "not acknowledged: the relay stopped waiting"));
+  sink->observe_waits(nullptr);  // waits until the deadline again
+  EXPECT_EQ(summary(send(*sink, events, 300ms)), "UUUU");
+}
+
+// What the relay shows during an outage: the observer hears of the brokers' trouble at least
+// every 100 ms, long before the batch's timeout; the timeout's error says what the client saw.
+TEST(KafkaSink, ObserverSeesBrokerTroubleBeforeTheTimeout) {
+  class Recorder final : public WaitObserver {
+   public:
+    bool keep_waiting(std::string_view client_error) noexcept override {
+      calls.push_back({Clock::now(), std::string(client_error)});
+      return true;
+    }
+    std::vector<std::pair<Clock::time_point, std::string>> calls;
+  };
+
+  MockCluster cluster(3);
+  auto sink = make_sink(cluster);
+  ASSERT_EQ(warm_up(*sink), "A");
+  Recorder recorder;
+  sink->observe_waits(&recorder);
+  ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster.get(), -1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  const Events events = four_keys(8);
+  const auto t0 = Clock::now();
+  auto outcomes = send(*sink, events, 3000ms);
+  const auto took = Clock::now() - t0;
+  EXPECT_GE(took, 2900ms);
+
+  ASSERT_FALSE(recorder.calls.empty());
+  EXPECT_LT(recorder.calls.front().first - t0, 50ms);  // before the first wait
+  auto longest_gap = Clock::duration::zero();
+  for (std::size_t i = 1; i < recorder.calls.size(); ++i) {
+    longest_gap = std::max(longest_gap, recorder.calls[i].first - recorder.calls[i - 1].first);
+  }
+  // 100 ms apart, with room for a loaded machine under the sanitizers.
+  EXPECT_LT(longest_gap, 200ms);
+  EXPECT_GE(recorder.calls.size(), 20u);
+  std::string seen;
+  Clock::duration seen_after{};
+  for (const auto& [at, error] : recorder.calls) {
+    if (!error.empty()) {
+      seen = error;
+      seen_after = at - t0;
+      break;
+    }
+  }
+  EXPECT_FALSE(seen.empty()) << "no client error reached the observer";
+  EXPECT_LT(seen_after, 2000ms) << seen;
+  EXPECT_TRUE(seen.find("_TRANSPORT") != std::string::npos ||
+              seen.find("_ALL_BROKERS_DOWN") != std::string::npos)
+      << seen;
+  EXPECT_TRUE(all_unavailable(outcomes,
+                              "timed out waiting for delivery report after 3000 ms (last "
+                              "client error: "))
+      << first_error(outcomes);
+  sink->observe_waits(nullptr);
 }
 
 // A message of the first batch cannot be queued: the second batch, started while the first is
