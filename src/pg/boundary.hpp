@@ -10,6 +10,8 @@
 //    flushed, and it continues as a PgError exception; invoke() re-raises it unchanged
 //    (same SQLSTATE, message, detail, context). The transaction is then aborted by
 //    PostgreSQL as usual: a PgError is never swallowed.
+//  - An outbox::Error with hide_statement() set is raised with errhidestmt: the server log
+//    does not repeat the statement (whose text may hold credentials).
 #pragma once
 
 #include <exception>
@@ -41,7 +43,7 @@ namespace detail {
 ErrorData* run_guarded(void (*fn)(void*), void* arg) noexcept;
 // Raises `error` (or an ERROR built from the C++ message) as a PostgreSQL ERROR.
 [[noreturn]] void raise(ErrorData* pg_error, const char* code, const char* message,
-                        const char* detail, const char* hint);
+                        const char* detail, const char* hint, bool hide_statement);
 }  // namespace detail
 
 template <typename Fn>
@@ -76,6 +78,7 @@ Datum invoke(Fn&& fn) noexcept {
   char* message = nullptr;
   char* detail = nullptr;
   char* hint = nullptr;
+  bool hide_statement = false;
   try {
     return fn();
   } catch (const PgError& e) {
@@ -85,6 +88,7 @@ Datum invoke(Fn&& fn) noexcept {
     message = pstrdup(e.what());
     detail = e.detail().empty() ? nullptr : pstrdup(e.detail().c_str());
     hint = e.hint().empty() ? nullptr : pstrdup(e.hint().c_str());
+    hide_statement = e.hide_statement();
   } catch (const std::bad_alloc&) {
     code = "53200";  // out_of_memory
     message = pstrdup("outbox: out of memory");
@@ -96,7 +100,7 @@ Datum invoke(Fn&& fn) noexcept {
     message = pstrdup("outbox: internal error: unknown C++ exception");
   }
   // Every C++ frame below this one has unwound and the exception object is destroyed.
-  detail::raise(pg_error, code, message, detail, hint);
+  detail::raise(pg_error, code, message, detail, hint, hide_statement);
 }
 
 }  // namespace outbox::pg
