@@ -37,7 +37,7 @@ unit-tests:
 	$(MAKE) -C test/unit run
 
 # Every C++ file we write (SINK_SRCS and TOOL_SRCS come from src/sinks/sinks.mk, below).
-FORMATTED = $(sort $(SRCS) $(SINK_SRCS) $(TOOL_SRCS) $(wildcard src/*/*.hpp src/*.hpp test/unit/*.cpp))
+FORMATTED = $(sort $(SRCS) $(SINK_SRCS) $(TOOL_SRCS) $(wildcard src/*/*.hpp src/*.hpp test/unit/*.cpp test/unit/*.hpp))
 
 format-check:
 	clang-format --dry-run --Werror $(FORMATTED)
