@@ -24,7 +24,8 @@ void raise(ErrorData* pg_error, const char* code, const char* message, const cha
   }
   ereport(ERROR, (errcode(MAKE_SQLSTATE(code[0], code[1], code[2], code[3], code[4])),
                   errmsg_internal("%s", message), detail ? errdetail_internal("%s", detail) : 0,
-                  hint ? errhint("%s", hint) : 0, errhidestmt(hide_statement)));
+                  hint ? errhint("%s", hint) : 0, errhidestmt(hide_statement),
+                  errhidecontext(hide_statement)));
   pg_unreachable();
 }
 

@@ -10,8 +10,9 @@
 //    flushed, and it continues as a PgError exception; invoke() re-raises it unchanged
 //    (same SQLSTATE, message, detail, context). The transaction is then aborted by
 //    PostgreSQL as usual: a PgError is never swallowed.
-//  - An outbox::Error with hide_statement() set is raised with errhidestmt: the server log
-//    does not repeat the statement (whose text may hold credentials).
+//  - An outbox::Error with hide_statement() set is raised with errhidestmt and
+//    errhidecontext: the server log repeats neither the statement nor the context (which
+//    quotes the statement of an EXECUTE), whose text may hold credentials.
 #pragma once
 
 #include <exception>

@@ -178,8 +178,8 @@ void warn_if_limit_too_low(const std::string& name, const outbox::sinks::Sink& s
 }  // namespace
 
 // outbox._check_sink(sink, options): creates the sink once to check it; returns its
-// description (never credentials). Its errors leave the statement out of the server log: a
-// refused configure_sink may hold a secret given inline.
+// description (never credentials). Its errors leave the statement and the context out of the
+// server log: a refused configure_sink may hold a secret given inline.
 OUTBOX_FUNCTION(outbox_check_sink) {
   const char* function = "outbox.configure_sink";
   try {
@@ -196,6 +196,7 @@ OUTBOX_FUNCTION(outbox_check_sink) {
     throw;
   } catch (const outbox::pg::PgError& e) {
     e.data()->hide_stmt = true;
+    e.data()->hide_ctx = true;
     throw;
   }
 }
