@@ -2,7 +2,9 @@
 EXTENSION = outbox
 EXTVERSION = 0.4.0
 MODULE_big = outbox
-SRCS = $(wildcard src/*.cpp src/core/*.cpp src/pg/*.cpp)
+# The option rules of src/sinks are shared: configure_sink applies them before a sink sees its
+# options (src/pg/sink_loader.cpp), and the sinks again.
+SRCS = $(wildcard src/*.cpp src/core/*.cpp src/pg/*.cpp) src/sinks/option_rules.cpp
 OBJS = $(SRCS:.cpp=.o)
 DATA = $(wildcard sql/outbox--*.sql)
 PGFILEDESC = "outbox - transactional outbox for PostgreSQL"
@@ -44,7 +46,7 @@ unit-tests:
 	$(MAKE) -C test/unit run
 
 # Every C++ file we write (SINK_SRCS and TOOL_SRCS come from src/sinks/sinks.mk, below).
-FORMATTED = $(SRCS) $(SINK_SRCS) $(TOOL_SRCS) $(wildcard src/*/*.hpp src/*.hpp test/unit/*.cpp)
+FORMATTED = $(sort $(SRCS) $(SINK_SRCS) $(TOOL_SRCS) $(wildcard src/*/*.hpp src/*.hpp test/unit/*.cpp test/unit/*.hpp))
 
 format-check:
 	clang-format --dry-run --Werror $(FORMATTED)

@@ -192,6 +192,36 @@ struct Fetched {
   bool full;  // stopped by batch_size or batch_max_bytes: more work is likely waiting
 };
 
+// Watches the sink's waits for acknowledgements, on the relay's thread (Sink::observe_waits).
+//  - What the client library reports (brokers down, say) shows in outbox.status at once,
+//    not only when outbox.send_timeout has run out.
+//  - A shutdown or a new sink configuration does not wait for send_timeout: the batch is
+//    given up, and its events are sent again.
+class RelayWaitObserver final : public sinks::WaitObserver {
+ public:
+  RelayWaitObserver(int index, WorkerCounters& counters, const uint32& generation)
+      : index_(index), counters_(counters), generation_(generation) {}
+
+  bool keep_waiting(std::string_view client_error) noexcept override {
+    if (!client_error.empty()) {
+      char line[sizeof(counters_.last_error)];
+      snprintf(line, sizeof(line), "sink: %.*s", static_cast<int>(client_error.size()),
+               client_error.data());
+      if (strcmp(line, counters_.last_error) != 0) {
+        memcpy(counters_.last_error, line, sizeof(line));
+        counters_.last_error_at = GetCurrentTimestamp();
+        relay_worker_publish(index_, counters_);
+      }
+    }
+    return !ShutdownRequestPending && relay_config_generation() == generation_;
+  }
+
+ private:
+  const int index_;
+  WorkerCounters& counters_;
+  const uint32& generation_;
+};
+
 // One batch of the pipeline. Two of them live as long as the relay, so the sink's view of
 // `outcomes` outlives any one transaction.
 struct Batch {
@@ -366,6 +396,11 @@ class Relay {
       gather_next_ = heavy_stream_ && !result.full;
       // At shutdown the sink stops waiting: not an outage to log or back off from.
       if ((result.unavailable > 0 || result.abandoned) && ShutdownRequestPending) return 0;
+      // A new configuration came while a batch waited: the new sink takes it from the mark.
+      if (result.unavailable > 0 && relay_config_generation() != generation_) {
+        restart_tracking();
+        return 0;
+      }
       if (result.unavailable > 0) return back_off(result.first_unavailable);
       // Not sent while waiting for the standbys (a reload, a new sink): at once, from the mark.
       if (result.abandoned) {
@@ -573,7 +608,7 @@ class Relay {
     sink_.reset();
     sinks::Options options = sink_options_from_jsonb("outbox relay", config.options);
     sink_ = create_sink("outbox relay", config.name, options);
-    sink_->stop_when(&ShutdownRequestPending);  // a shutdown does not wait for send_timeout
+    sink_->observe_waits(&wait_observer_);
     sink_name_ = config.name;
     config_updated_at_ = config.updated_at;
     const std::string description = sink_->describe();
@@ -1214,9 +1249,11 @@ class Relay {
   MemoryContext iteration_ = nullptr;
   // Where payload_text() writes each payload before its fitted copy (in TopMemoryContext).
   StringInfoData payload_scratch_{};
+  uint32 generation_ = 0;
+  WorkerCounters counters_{};
+  RelayWaitObserver wait_observer_{index_, counters_, generation_};  // destroyed after sink_
   std::unique_ptr<sinks::Sink> sink_;
   std::string sink_name_;
-  uint32 generation_ = 0;
   // The installation of the extension the relay works for (pg_extension's oid).
   Oid extension_ = InvalidOid;
   // The last read of the configuration found nothing to send with (no extension, not
@@ -1224,7 +1261,6 @@ class Relay {
   bool nothing_configured_ = false;
   TimestampTz config_updated_at_ = 0;
   int failures_ = 0;
-  WorkerCounters counters_{};
   SPIPlanPtr fetch_new_plan_ = nullptr;
   SPIPlanPtr fetch_retry_plan_ = nullptr;
   SPIPlanPtr fetch_late_plan_ = nullptr;

@@ -31,11 +31,17 @@ class Error : public std::runtime_error {
   const char* code() const noexcept { return code_; }
   const std::string& detail() const noexcept { return detail_; }
   const std::string& hint() const noexcept { return hint_; }
+  // Whether the server log leaves out the statement that failed and the error's context
+  // (errhidestmt, errhidecontext): for errors about statements that may carry credentials,
+  // such as outbox.configure_sink's. The client still gets both.
+  bool hide_statement() const noexcept { return hide_statement_; }
+  void set_hide_statement(bool hide) noexcept { hide_statement_ = hide; }
 
  private:
   const char* code_;
   std::string detail_;
   std::string hint_;
+  bool hide_statement_ = false;
 };
 
 }  // namespace outbox

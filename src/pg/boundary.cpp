@@ -72,7 +72,8 @@ void raise(const Caught& what) {
   ereport(ERROR, (errcode(MAKE_SQLSTATE(code[0], code[1], code[2], code[3], code[4])),
                   errmsg_internal("%s%s", what.prefix, what.message),
                   what.detail ? errdetail_internal("%s", what.detail) : 0,
-                  what.hint ? errhint("%s", what.hint) : 0));
+                  what.hint ? errhint("%s", what.hint) : 0, errhidestmt(what.hide_statement),
+                  errhidecontext(what.hide_statement)));
   pg_unreachable();
 }
 

@@ -13,6 +13,9 @@
 //  - A PgError owns its copy of the error, in a memory context of its own: it stays valid
 //    for as long as the exception, whatever the caller frees (a transaction abort frees
 //    the context that was current at guard()).
+//  - An outbox::Error with hide_statement() set is raised with errhidestmt and
+//    errhidecontext: the server log repeats neither the statement nor the context (which
+//    quotes the statement of an EXECUTE), whose text may hold credentials.
 #pragma once
 
 #include <exception>
@@ -60,6 +63,7 @@ struct Caught {
   const char* message = nullptr;  // nullptr: a copy failed, raise out_of_memory
   const char* detail = nullptr;
   const char* hint = nullptr;
+  bool hide_statement = false;  // outbox::Error::hide_statement()
 };
 // A copy of `error` in the current memory context, or nullptr.
 ErrorData* copy_error(const ErrorData* error) noexcept;
@@ -108,6 +112,7 @@ Datum invoke(Fn&& fn) noexcept {
     caught.message = detail::copy_text(e.what());
     caught.detail = e.detail().empty() ? nullptr : detail::copy_text(e.detail().c_str());
     caught.hint = e.hint().empty() ? nullptr : detail::copy_text(e.hint().c_str());
+    caught.hide_statement = e.hide_statement();
   } catch (const std::bad_alloc&) {
     caught.code = "53200";  // out_of_memory
     caught.message = "outbox: out of memory";

@@ -5,6 +5,8 @@
 
 #include "pg/boundary.hpp"
 #include "pg/jsonb_object.hpp"
+#include "pg/settings.hpp"
+#include "sinks/option_rules.hpp"
 
 namespace outbox::pg {
 namespace {
@@ -124,8 +126,16 @@ std::unique_ptr<sinks::Sink> create_sink(const char* function, const std::string
             ": rebuild the sink against this version's sink.hpp.");
   }
   try {
+    // Files and secrets as the sink receives them; the secrets' values live only in here.
+    const char* directory = settings.sink_files_directory;
+    const sinks::Options resolved =
+        sinks::resolve_options(name, {plugin->options, plugin->option_count}, options,
+                               directory != nullptr ? directory : "");
     SignalsBlocked blocked;
-    return plugin->create(options);
+    return plugin->create(resolved);
+  } catch (const sinks::OptionError& e) {
+    throw Error(sqlstate::kInvalidParameterValue, std::string(function) + ": " + e.what(), {},
+                e.hint());
   } catch (const sinks::ConfigError& e) {
     throw Error(sqlstate::kInvalidParameterValue,
                 std::string(function) + ": invalid options for sink \"" + name + "\"", e.what());
@@ -134,15 +144,59 @@ std::unique_ptr<sinks::Sink> create_sink(const char* function, const std::string
 
 }  // namespace outbox::pg
 
+namespace {
+
+// Room for the key and the id and type headers, besides the payload and the event's headers.
+constexpr long long kMessageOverheadBytes = 4096;
+
+// configure_sink's warning when the sink cannot deliver every event that enqueue accepts.
+void warn_if_limit_too_low(const std::string& name, const outbox::sinks::Sink& sink) {
+  using outbox::pg::settings;
+  const std::size_t limit = sink.max_message_bytes();
+  const long long largest = static_cast<long long>(settings.max_payload_bytes) +
+                            settings.max_headers_bytes + kMessageOverheadBytes;
+  if (limit == 0 || static_cast<long long>(limit) >= largest) return;
+  const std::string message = "outbox.configure_sink: sink \"" + name +
+                              "\" delivers messages of at most " + std::to_string(limit) +
+                              " bytes, but an event may take up to " + std::to_string(largest) +
+                              " bytes";
+  const std::string detail =
+      "outbox.max_payload_bytes (" + std::to_string(settings.max_payload_bytes) +
+      ") + outbox.max_headers_bytes (" + std::to_string(settings.max_headers_bytes) + ") + " +
+      std::to_string(kMessageOverheadBytes) +
+      " for the key and the id and type headers. Larger events would be rejected by the sink "
+      "and dead-lettered.";
+  const char* hint =
+      "Raise the sink's limit (for Kafka, message.max.bytes, and the brokers' and topics' "
+      "max.message.bytes with it) or lower outbox.max_payload_bytes.";
+  outbox::pg::guard([&] {
+    ereport(WARNING, (errmsg_internal("%s", message.c_str()),
+                      errdetail_internal("%s", detail.c_str()), errhint("%s", hint)));
+  });
+}
+
+}  // namespace
+
 // outbox._check_sink(sink, options): creates the sink once to check it; returns its
-// description (never credentials).
+// description (never credentials). Its errors leave the statement and the context out of the
+// server log: a refused configure_sink may hold a secret given inline.
 OUTBOX_FUNCTION(outbox_check_sink) {
   const char* function = "outbox.configure_sink";
-  std::string name = outbox::pg::guard([&] { return text_to_cstring(PG_GETARG_TEXT_PP(0)); });
-  Jsonb* options_json = outbox::pg::guard([&] { return PG_GETARG_JSONB_P(1); });
-  auto options = outbox::pg::sink_options_from_jsonb(function, options_json);
-  auto sink = outbox::pg::create_sink(function, name, options);
-  std::string description = sink->describe();
-  sink.reset();
-  return outbox::pg::guard([&] { return CStringGetTextDatum(description.c_str()); });
+  try {
+    std::string name = outbox::pg::guard([&] { return text_to_cstring(PG_GETARG_TEXT_PP(0)); });
+    Jsonb* options_json = outbox::pg::guard([&] { return PG_GETARG_JSONB_P(1); });
+    auto options = outbox::pg::sink_options_from_jsonb(function, options_json);
+    auto sink = outbox::pg::create_sink(function, name, options);
+    std::string description = sink->describe();
+    warn_if_limit_too_low(name, *sink);
+    sink.reset();
+    return outbox::pg::guard([&] { return CStringGetTextDatum(description.c_str()); });
+  } catch (outbox::Error& e) {
+    e.set_hide_statement(true);
+    throw;
+  } catch (const outbox::pg::PgError& e) {
+    e.data()->hide_stmt = true;
+    e.data()->hide_ctx = true;
+    throw;
+  }
 }

@@ -1,5 +1,6 @@
-// Finds a sink by name in $libdir (outbox_sink_<name>.so), creates it with signals blocked,
-// and converts options from jsonb.
+// Finds a sink by name in $libdir (outbox_sink_<name>.so), applies the option rules
+// (src/sinks/option_rules.hpp) with outbox.sink_files_directory, creates the sink with signals
+// blocked, and converts options from jsonb.
 #pragma once
 
 #include <memory>
@@ -14,8 +15,9 @@ namespace outbox::pg {
 // Throws outbox::Error 22023 for anything else. `function` prefixes error messages.
 sinks::Options sink_options_from_jsonb(const char* function, Jsonb* options);
 
-// Loads the sink library and creates the sink. Throws outbox::Error 22023 for an unknown
-// sink name or options the sink refuses.
+// Loads the sink library, resolves the options (files, secrets) and creates the sink. Throws
+// outbox::Error 22023 for an unknown sink name, an option the rules refuse, or options the sink
+// refuses. No message holds a secret.
 std::unique_ptr<sinks::Sink> create_sink(const char* function, const std::string& name,
                                          const sinks::Options& options);
 

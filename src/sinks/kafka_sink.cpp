@@ -1,16 +1,20 @@
 #include "sinks/kafka_sink.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <stdexcept>
 #include <string_view>
+
+#include "sinks/kafka_options.hpp"
 
 namespace outbox::sinks {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// How often finish() asks the WaitObserver while it waits.
+constexpr auto kObserveEvery = std::chrono::milliseconds(100);
 
 // How long one rd_kafka_poll may wait before `deadline`: at most 100 ms, so that a fatal error
 // is noticed soon.
@@ -19,60 +23,12 @@ int poll_ms(Clock::time_point deadline) {
   return static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(left.count(), 0, 100));
 }
 
-constexpr std::string_view kTopicTemplateOption = "topic.template";
-constexpr std::string_view kTimestampOption = "timestamp";
-
-std::string lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
-// Option names whose values describe() must never show (and whose values no error message
-// repeats).
-bool is_sensitive(std::string_view name) {
-  const std::string n = lower(name);
-  for (const char* word : {"password", "secret", "key", "token", "credential", "jaas",
-                           "sasl.username", "sasl.oauthbearer.config"}) {
-    if (n.find(word) != std::string::npos) return true;
-  }
-  return false;
-}
-
 std::string error_text(rd_kafka_resp_err_t err, const char* detail = nullptr) {
   std::string out = detail != nullptr && *detail != '\0' ? detail : rd_kafka_err2str(err);
   out += " (";
   out += rd_kafka_err2name(err);
   out += ")";
   return out;
-}
-
-std::string conf_value(rd_kafka_conf_t* conf, const char* name) {
-  char buf[512];
-  size_t size = sizeof buf;
-  if (rd_kafka_conf_get(conf, name, buf, &size) != RD_KAFKA_CONF_OK) return {};
-  return buf;
-}
-
-struct ConfDeleter {
-  void operator()(rd_kafka_conf_t* conf) const { rd_kafka_conf_destroy(conf); }
-};
-
-void set(rd_kafka_conf_t* conf, const std::string& name, const std::string& value) {
-  char errstr[512];
-  if (rd_kafka_conf_set(conf, name.c_str(), value.c_str(), errstr, sizeof errstr) !=
-      RD_KAFKA_CONF_OK) {
-    if (is_sensitive(name)) {
-      throw ConfigError("kafka sink: option \"" + name + "\" was refused by librdkafka");
-    }
-    throw ConfigError("kafka sink: option \"" + name + "\": " + errstr);
-  }
-}
-
-std::string shown(const std::string& value) {
-  if (!value.empty() && value.find_first_of(" \t\"") == std::string::npos) return value;
-  return "\"" + value + "\"";
 }
 
 }  // namespace
@@ -108,71 +64,13 @@ Delivery KafkaSink::classify(rd_kafka_resp_err_t err) {
 }
 
 KafkaSink::KafkaSink(const Options& options) {
-  std::unique_ptr<rd_kafka_conf_t, ConfDeleter> conf(rd_kafka_conf_new());
-  // Our defaults first, so that the user's options override them (and are checked below).
-  set(conf.get(), "enable.idempotence", "true");
-  set(conf.get(), "acks", "all");
-  set(conf.get(), "partitioner", "murmur2_random");
-  set(conf.get(), "client.id", "outbox-relay");
-  // 1 ms lets each partition's messages of a batch go in one request: with 0, librdkafka
-  // wakes its broker thread for nearly every message, and on a small machine its work
-  // then crowds out the relay's. Nothing waits for it: finish() flushes.
-  set(conf.get(), "linger.ms", "1");
-
-  std::string topic_template(routing::kDefaultTopicTemplate);
-  std::vector<std::pair<std::string, std::string>> shown_options;
-  for (const auto& [name, value] : options) {
-    if (name == kTopicTemplateOption) {
-      topic_template = value;
-      continue;
-    }
-    if (name == kTimestampOption) {
-      if (value == "created_at") {
-        timestamp_from_event_ = true;
-      } else if (value == "now") {
-        timestamp_from_event_ = false;
-      } else {
-        throw ConfigError("kafka sink: timestamp must be \"created_at\" or \"now\", not \"" +
-                          value + "\"");
-      }
-      shown_options.emplace_back(name, value);
-      continue;
-    }
-    if (name == "transactional.id") {
-      throw ConfigError(
-          "kafka sink: transactional.id is not supported (the sink is an idempotent, "
-          "non-transactional producer)");
-    }
-    set(conf.get(), name, value);
-    if (!is_sensitive(name) && name != "bootstrap.servers" && name != "metadata.broker.list") {
-      shown_options.emplace_back(name, value);
-    }
-  }
-  topic_template_ = routing::TopicTemplate(topic_template);
-
-  if (conf_value(conf.get(), "enable.idempotence") != "true") {
-    throw ConfigError(
-        "kafka sink: enable.idempotence must stay true (it keeps the order of a key across "
-        "retries and avoids duplicates from retries)");
-  }
-  const std::string acks = conf_value(conf.get(), "acks");
-  if (acks != "-1" && acks != "all") {
-    throw ConfigError("kafka sink: acks must stay \"all\" (-1), not \"" + acks +
-                      "\": an event is marked published only once every in-sync replica "
-                      "has it");
-  }
-  const std::string bootstrap = conf_value(conf.get(), "bootstrap.servers");
-  const std::string mock_brokers = conf_value(conf.get(), "test.mock.num.brokers");
-  if (bootstrap.empty() && (mock_brokers.empty() || mock_brokers == "0")) {
-    throw ConfigError("kafka sink: bootstrap.servers is required");
-  }
-
-  description_ = "kafka";
-  if (!bootstrap.empty()) description_ += " bootstrap.servers=" + shown(bootstrap);
-  description_ += " topic.template=" + shown(topic_template_.text());
-  for (const auto& [name, value] : shown_options) {
-    description_ += " " + name + "=" + shown(value);
-  }
+  KafkaSettings settings = kafka_settings(options);
+  std::unique_ptr<rd_kafka_conf_t, ConfDeleter> conf = std::move(settings.conf);
+  topic_template_ = std::move(settings.topic_template);
+  timestamp_from_event_ = settings.timestamp_from_event;
+  description_ = std::move(settings.description);
+  max_message_bytes_ = settings.max_message_bytes;
+  secrets_ = std::move(settings.secrets);
 
   rd_kafka_conf_set_opaque(conf.get(), this);
   rd_kafka_conf_set_dr_msg_cb(conf.get(), &KafkaSink::on_delivery);
@@ -182,7 +80,7 @@ KafkaSink::KafkaSink(const Options& options) {
   char errstr[512];
   rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf.get(), errstr, sizeof errstr);
   if (rk_ == nullptr) {
-    throw ConfigError(std::string("kafka sink: ") + errstr);
+    throw ConfigError(redacted(std::string("kafka sink: ") + errstr, secrets_));
   }
   conf.release();  // rd_kafka_new took it
   try {
@@ -233,7 +131,9 @@ void KafkaSink::logged(int level, const char* facility, const char* text) noexce
       ++log_dropped_;
       return;
     }
-    log_.push_back(LogLine{level, std::string("librdkafka ") + facility + ": " + text});
+    // librdkafka redacts only some secrets (debug=conf shows sasl.oauthbearer.client.secret).
+    log_.push_back(
+        LogLine{level, redacted(std::string("librdkafka ") + facility + ": " + text, secrets_)});
   } catch (...) {
     // Out of memory: the line is lost.
   }
@@ -269,8 +169,8 @@ void KafkaSink::delivered(const rd_kafka_message_t* message) noexcept {
         error = error_text(message->err);
       } else if (check_fatal()) {  // librdkafka purges its queues on a fatal error
         error = fatal_error_;
-      } else {  // finish() purged when an earlier batch timed out
-        error = error_text(message->err, "not sent: purged when an earlier batch timed out");
+      } else {  // finish() purged when an earlier batch timed out or was abandoned
+        error = error_text(message->err, purge_reason_.c_str());
       }
       settle(batch, i, Outcome{classify(message->err), std::move(error)});
       if (message->err == RD_KAFKA_RESP_ERR__FATAL) check_fatal();
@@ -289,7 +189,7 @@ void KafkaSink::errored(int err, const char* reason) noexcept {
       check_fatal();
       return;
     }
-    last_error_ = error_text(static_cast<rd_kafka_resp_err_t>(err), reason);
+    last_error_ = redacted(error_text(static_cast<rd_kafka_resp_err_t>(err), reason), secrets_);
   } catch (...) {
   }
 }
@@ -300,7 +200,8 @@ bool KafkaSink::check_fatal() noexcept {
   rd_kafka_resp_err_t err = rd_kafka_fatal_error(rk_, errstr, sizeof errstr);
   if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return false;
   try {
-    fatal_error_ = "fatal producer error, the sink must be recreated: " + error_text(err, errstr);
+    fatal_error_ = redacted(
+        "fatal producer error, the sink must be recreated: " + error_text(err, errstr), secrets_);
   } catch (...) {
   }
   fatal_ = true;
@@ -533,21 +434,33 @@ void KafkaSink::finish() {
   // thread must be done with the batch's messages before finish() returns, whatever
   // happens: it stops queuing at the deadline, or at once after a fatal error.
   bool fatal = false;
-  bool stopped = false;
+  bool abandoned = false;
+  auto observe_at = Clock::now();  // the observer first hears of the wait before it starts
   while (!(batch.queued && batch.pending == 0)) {
     if (!fatal && check_fatal()) {
       fail_all_on_fatal(lock);
       fatal = true;
       continue;
     }
-    // At most 100 ms at a time, so that a fatal error or a shutdown is noticed soon.
-    const auto now = Clock::now();
-    if (stop_requested() && batch.deadline > now) {
-      // Shutting down: the deadline is now, for this loop and for the thread's queuing.
-      batch.deadline = now;
-      stopped = true;
+    auto now = Clock::now();
+    if (!abandoned && now >= observe_at) {
+      // Without the lock: the observer may take its own locks, and the reports go on.
+      const std::string client_error = last_error_;
+      lock.unlock();
+      const bool keep = keep_waiting(client_error);
+      lock.lock();
+      now = Clock::now();
+      observe_at = now + kObserveEvery;
+      if (!keep) {
+        // The deadline is now, for this loop and for the thread's queuing.
+        abandoned = true;
+        batch.deadline = std::min(batch.deadline, now);
+      }
+      continue;  // the batch may have completed meanwhile
     }
+    // At most 100 ms at a time, so that a fatal error is noticed soon.
     auto until = now + std::chrono::milliseconds(100);
+    if (!abandoned) until = std::min(until, observe_at);
     if (batch.queued) {
       if (now >= batch.deadline) break;
       until = std::min(until, batch.deadline);
@@ -556,9 +469,9 @@ void KafkaSink::finish() {
   }
   if (batch.pending == 0) return;
 
-  std::string error = stopped ? std::string("not acknowledged when the relay stopped")
-                              : "timed out waiting for delivery report after " +
-                                    std::to_string(batch.timeout.count()) + " ms";
+  std::string error = abandoned ? std::string("not acknowledged: the relay stopped waiting")
+                                : "timed out waiting for delivery report after " +
+                                      std::to_string(batch.timeout.count()) + " ms";
   if (!last_error_.empty()) error += " (last client error: " + last_error_ + ")";
   // Queued, not yet sent messages would be sent later as duplicates of the relay's retry:
   // drop them. In-flight ones cannot be recalled. The purge must block: with
@@ -566,6 +479,10 @@ void KafkaSink::finish() {
   // started after this call. It drops those of the later batches started already: their
   // reports (_PURGE_QUEUE) make them kUnavailable, and batches started while they are
   // unfinished must not overtake them.
+  purge_reason_ = abandoned ? "not sent: purged when the relay stopped waiting for an earlier "
+                              "batch"
+                            : "not sent: purged when an earlier batch timed out after " +
+                                  std::to_string(batch.timeout.count()) + " ms";
   rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE);
   fail_pending(batch, error);
   for (const Batch& started : batches_) {

@@ -1,24 +1,25 @@
 // The Kafka sink: an idempotent librdkafka producer (enable.idempotence=true, acks=all).
 //
-// Options (outbox.configure_sink('kafka', '{...}')):
-//   topic.template    outbox-level: topic per event, default "outbox.event.${aggregatetype}"
+// Options (outbox.configure_sink('kafka', '{...}')): the allowlist in kafka_options.hpp,
+// documented in docs/sink-options.md. Besides librdkafka's producer properties:
+//   topic.template    topic per event, default "outbox.event.${aggregatetype}"
 //                     (see routing.hpp: ${aggregatetype}, ${type}; Debezium's
 //                     ${routedByValue} is an alias of ${aggregatetype}).
-//   timestamp         outbox-level: "created_at" (default: the event's created_at becomes
-//                     the Kafka message timestamp) or "now" (the time of sending).
-//   anything else     a librdkafka property, passed to rd_kafka_conf_set as is
-//                     (bootstrap.servers, security.protocol, sasl.*, compression.type,
-//                     linger.ms, message.max.bytes, ...). An unknown property or a bad value
-//                     is a ConfigError with librdkafka's own message.
-// Required: bootstrap.servers (or test.mock.num.brokers, for tests).
+//   timestamp         "created_at" (default: the event's created_at becomes the Kafka
+//                     message timestamp) or "now" (the time of sending).
+// Required: bootstrap.servers. A bad value is a ConfigError with librdkafka's own message
+// (none for a secret). Files (certificates, keys) arrive as absolute paths and secrets
+// (passwords, sasl.oauthbearer.config, ...) as their content, resolved by configure_sink
+// (option_rules.hpp). Secrets are redacted from every text the sink hands out: log lines,
+// errors, describe() (which shows no secret and no sensitive-looking option at all).
 // Forced: enable.idempotence=true and acks=all; setting either to anything weaker is a
-// ConfigError, and so is transactional.id (a transactional producer could not produce
-// outside a transaction). max.in.flight must stay <= 5 (librdkafka refuses more with
-// idempotence), which is what keeps messages of one key in order across retries.
+// ConfigError. max.in.flight must stay <= 5 (librdkafka refuses more with idempotence), which
+// is what keeps messages of one key in order across retries. Kerberos never runs kinit.
 // Defaults that differ from librdkafka's: partitioner=murmur2_random (the Java client's
 // partitioner, so a key lands on the same partition as from Debezium or any Java producer)
 // client.id=outbox-relay, and linger.ms=1 (a batch goes out in few requests; the sink
 // flushes once a whole batch is queued, so nothing waits for it). All can be overridden.
+// max_message_bytes() is the effective message.max.bytes (librdkafka's default 1000000).
 //
 // Each message: topic from the template, key = aggregateid, value = payload, headers id,
 // type, then the event's own headers; timestamp per the `timestamp` option.
@@ -37,12 +38,14 @@
 //                 violation, invalid timestamp.
 //   kUnavailable  anything else: brokers down, transport errors, timeouts, queue full, not
 //                 enough replicas, a fatal producer error, or no delivery report before the
-//                 batch's deadline ("timed out waiting for delivery report"). When a batch
-//                 times out, messages still waiting in librdkafka's queue are purged (they
-//                 would otherwise pile up as duplicates while the relay retries), those of
-//                 later started batches too (their delivery reports make them kUnavailable);
-//                 messages already in flight may still reach the broker: the relay sends
-//                 them again (at least once, the consumer deduplicates on the id header).
+//                 batch's deadline ("timed out waiting for delivery report after N ms
+//                 (last client error: ...)"), or when the WaitObserver ends the wait ("not
+//                 acknowledged: the relay stopped waiting"). Then messages still waiting in
+//                 librdkafka's queue are purged (they would otherwise pile up as duplicates
+//                 while the relay retries), those of later started batches too (kUnavailable,
+//                 "not sent: purged when an earlier batch timed out ..."); messages already in
+//                 flight may still reach the broker: the relay sends them again (at least
+//                 once, the consumer deduplicates on the id header).
 // When a message cannot even be queued with a retryable error (queue full until the
 // deadline, fatal error), it and every later message of the batch are kUnavailable and not
 // queued, so no later message of the same key can overtake it. Nor can a later batch: from
@@ -65,7 +68,9 @@
 // thread. The thread starts in the constructor (the relay creates sinks with signals
 // blocked, so it never runs PostgreSQL's signal handlers) and is joined by the destructor.
 // One mutex guards the sink's state; callbacks take it, and no librdkafka call that serves
-// callbacks (poll, flush) is made while it is held. Callbacks never throw. librdkafka's own
+// callbacks (poll, flush) is made while it is held, nor the WaitObserver called: finish()
+// calls it on the relay's thread before it first waits and then every 100 ms, with the
+// latest error_cb text (cleared by an acknowledgement). Callbacks never throw. librdkafka's own
 // log lines (from any of its threads) are kept for take_log(), at most kMaxLogLines between
 // two calls; they never go to stderr.
 #pragma once
@@ -107,6 +112,7 @@ class KafkaSink final : public Sink {
   bool usable() const override;
   std::string describe() const override;
   std::vector<LogLine> take_log() override;
+  std::size_t max_message_bytes() const override { return max_message_bytes_; }
 
   // Log lines kept between two take_log() calls; more are counted, not kept.
   static constexpr std::size_t kMaxLogLines = 100;
@@ -173,6 +179,10 @@ class KafkaSink final : public Sink {
   routing::TopicTemplate topic_template_;
   bool timestamp_from_event_ = true;
   std::string description_;
+  std::size_t max_message_bytes_ = 0;
+  // The secrets among the options: redacted from every text the sink hands out. Set before
+  // rd_kafka_new (which may log) and never changed, so read without a lock.
+  std::vector<std::string> secrets_;
 
   std::atomic<bool> fatal_{false};
   std::string fatal_error_;  // set once, when fatal_ becomes true
@@ -186,6 +196,8 @@ class KafkaSink final : public Sink {
   // outcome of every message of the batches started from then until none is left unfinished.
   // They are not queued, so that none overtakes an unsent message of its key.
   std::string held_back_;
+  // Why finish() last purged the queue: the error of the purged messages' reports.
+  std::string purge_reason_;
 
   // librdkafka's log lines for take_log(); their own mutex, since librdkafka logs from
   // inside calls made with mu_ held.

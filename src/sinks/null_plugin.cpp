@@ -3,8 +3,9 @@
 #include "sinks/null_sink.hpp"
 
 namespace {
-const outbox::sinks::PluginV1 kPlugin = {outbox::sinks::kAbiVersion, "null",
-                                         &outbox::sinks::create_null_sink};
+const outbox::sinks::PluginV1 kPlugin = {
+    outbox::sinks::kAbiVersion, "null", &outbox::sinks::create_null_sink,
+    outbox::sinks::kNullOptions, outbox::sinks::kNullOptionCount};
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) const outbox::sinks::PluginV1*

@@ -1,10 +1,20 @@
 #include "sinks/null_sink.hpp"
 
 #include <cstdint>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 
+#include "sinks/option_rules.hpp"
+
 namespace outbox::sinks {
+
+const OptionSpec kNullOptions[] = {
+    {"fail_every", OptionKind::kInteger,
+     "N >= 1: reject every Nth message (counted across batches), to exercise dead letters"},
+    {"throw_every", OptionKind::kInteger, "N >= 1: every Nth send() throws, as a buggy sink would"},
+};
+const std::size_t kNullOptionCount = std::size(kNullOptions);
 
 namespace {
 
@@ -64,16 +74,14 @@ std::uint64_t parse_every(const std::string& name, const std::string& value) {
 }  // namespace
 
 std::unique_ptr<Sink> create_null_sink(const Options& options) {
+  check_declared("null", OptionTable{kNullOptions, kNullOptionCount}, options);
   std::uint64_t fail_every = 0;
   std::uint64_t throw_every = 0;
   for (const auto& [name, value] : options) {
     if (name == "fail_every") {
       fail_every = parse_every(name, value);
-    } else if (name == "throw_every") {
+    } else {  // declared: throw_every
       throw_every = parse_every(name, value);
-    } else {
-      throw ConfigError("null sink: unknown option \"" + name +
-                        "\" (known: fail_every, throw_every)");
     }
   }
   return std::make_unique<NullSink>(fail_every, throw_every);

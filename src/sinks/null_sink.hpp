@@ -7,14 +7,18 @@
 //                acknowledged; for testing attempt counting and dead-letter handling.
 //   throw_every  N >= 1: every Nth send() call throws std::runtime_error instead, as a buggy
 //                sink would; for testing that the relay survives it.
-// Any other option is a ConfigError.
+// Any other option is a ConfigError (the declaration below, as configure_sink checks it).
 #pragma once
 
+#include <cstddef>
 #include <memory>
 
 #include "sinks/sink.hpp"
 
 namespace outbox::sinks {
+
+extern const OptionSpec kNullOptions[];
+extern const std::size_t kNullOptionCount;
 
 std::unique_ptr<Sink> create_null_sink(const Options& options);
 

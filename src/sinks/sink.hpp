@@ -9,12 +9,20 @@
 // itself links no client library. The built-in sinks (null, kafka) use the same mechanism
 // as a third-party one.
 //
-// Threads: a sink may start threads (librdkafka does). The relay blocks signals while it
-// calls PluginV1::create, and calls every method from its own (the backend's) thread only.
+// Options: a plugin declares every option it accepts (PluginV1::options), each with a kind.
+// configure_sink and the relay refuse any other option, check the kinds and resolve files and
+// secrets (src/sinks/option_rules.hpp) before create() sees them; create() refuses undeclared
+// options again, from the same declaration. The reference is docs/sink-options.md.
+//
+// Threads and lifetime: the relay creates a sink with every signal blocked (threads the sink
+// starts inherit the mask, so PostgreSQL's handlers run on the backend's thread only) and
+// calls every method from that one thread. A sink may run threads of its own; they must be
+// joined by its destructor, and touch a batch's messages and outcomes only while the batch
+// is started (see start()). The WaitObserver is called on the relay's thread only.
 #pragma once
 
 #include <chrono>
-#include <csignal>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -64,6 +72,39 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// What an option's value is; configure_sink checks it before create() (sink ABI 4).
+enum class OptionKind {
+  kText,     // passed as given
+  kInteger,  // a whole number, optionally negative
+  kBoolean,  // true or false
+  // A file inside outbox.sink_files_directory, given relative to it (or absolute, inside it);
+  // it must resolve (symbolic links followed) to a regular file there. The sink receives the
+  // absolute resolved path.
+  kFile,
+  // Never given inline: the user gives <name>_file, a file inside that directory that is not
+  // readable or writable by others (mode & 007 == 0), at most 64 KiB. The sink receives
+  // <name> = its content, one trailing newline stripped. Never shown, logged or echoed.
+  kSecret,
+};
+
+struct OptionSpec {
+  const char* name;
+  OptionKind kind;
+  const char* description;  // one line, as in docs/sink-options.md
+};
+
+// Implemented by the relay: lets it see the client library's trouble while a sink waits for
+// acknowledgements, and end the wait (at shutdown, or when the configuration changes).
+class WaitObserver {
+ public:
+  virtual ~WaitObserver() = default;
+  // Called on the thread that called finish()/send(), at least every 100 ms while it waits,
+  // with the client library's latest error ("" when none). Returns false to stop waiting at
+  // once. Must not call back into the sink; noexcept. A sink calls it holding none of its own
+  // locks, so the observer may take its own.
+  virtual bool keep_waiting(std::string_view client_error) noexcept = 0;
+};
+
 class Sink {
  public:
   virtual ~Sink() = default;
@@ -104,29 +145,42 @@ class Sink {
   // where they follow log_destination; a sink must not write to stderr. Default: none.
   virtual std::vector<LogLine> take_log() { return {}; }
 
-  // The relay's shutdown request, a flag its signal handler sets. A sink that waits for
-  // acknowledgements checks stop_requested() at least every 100 ms and, once it is set,
-  // stops waiting: what is not acknowledged by then fails as kUnavailable (the relay sends it
-  // again after its restart). Otherwise a server shutdown during a broker outage would wait
-  // up to outbox.send_timeout for the relay.
-  void stop_when(const volatile std::sig_atomic_t* flag) { stop_flag_ = flag; }
+  // The largest message (payload + key + headers, in bytes) the sink can deliver; 0 = no
+  // limit. configure_sink warns when it is below what outbox.enqueue accepts.
+  virtual std::size_t max_message_bytes() const { return 0; }
+
+  // The relay's observer of waits (nullptr: wait until the deadline). A sink that waits for
+  // acknowledgements calls keep_waiting() at least every 100 ms while it waits, and once it
+  // returns false stops waiting: what is not acknowledged by then fails as kUnavailable with
+  // the error "not acknowledged: the relay stopped waiting" (plus the client error, if any).
+  // The relay sends it again later. The observer must outlive the sink or be replaced first.
+  void observe_waits(WaitObserver* observer) { observer_ = observer; }
 
  protected:
-  bool stop_requested() const { return stop_flag_ != nullptr && *stop_flag_ != 0; }
+  // The observer's answer; true without an observer. Call it holding none of the sink's locks.
+  bool keep_waiting(std::string_view client_error) const {
+    return observer_ == nullptr || observer_->keep_waiting(client_error);
+  }
 
  private:
-  const volatile std::sig_atomic_t* stop_flag_ = nullptr;
+  WaitObserver* observer_ = nullptr;
 };
 
-// 2: Sink::start() and finish(). 3: Sink::stop_when() and take_log(). A plugin built for
-// another version is refused with a message that says so: rebuild it against this header.
-inline constexpr int kAbiVersion = 3;
+// 2: Sink::start() and finish(). 3: Sink::stop_when() and take_log(). 4: PluginV1::options
+// (declared options with kinds, files and secrets), Sink::observe_waits() instead of
+// stop_when(), Sink::max_message_bytes(). A plugin built for another version is refused with a
+// message that says so: rebuild it against this header.
+inline constexpr int kAbiVersion = 4;
 
 struct PluginV1 {
   int abi_version;  // kAbiVersion of the header the plugin was built with
   const char* name;
-  // Creates a sink; throws ConfigError for bad options, std::exception otherwise.
+  // Creates a sink from resolved options (see OptionKind); throws ConfigError for bad
+  // options, std::exception otherwise.
   std::unique_ptr<Sink> (*create)(const Options& options);
+  // Every option create() accepts; any other is refused.
+  const OptionSpec* options;
+  std::size_t option_count;
 };
 
 }  // namespace outbox::sinks

@@ -59,6 +59,8 @@ TEST(SinkPlugin, Null) {
     EXPECT_EQ(outcomes[0].delivery, Delivery::kAcked);
   }
   EXPECT_THROW(lib.get()->create({{"fail_every", "0"}}), ConfigError);
+  ASSERT_EQ(lib.get()->option_count, 2u);
+  EXPECT_STREQ(lib.get()->options[0].name, "fail_every");
 }
 
 TEST(SinkPlugin, Kafka) {
@@ -74,11 +76,20 @@ TEST(SinkPlugin, Kafka) {
   }
   EXPECT_THROW(lib.get()->create({{"bootstrap.servers", "127.0.0.1:1"}, {"no.such.thing", "1"}}),
                ConfigError);
+  // The plugin refuses what its declaration leaves out, whoever loads it.
+  EXPECT_GT(lib.get()->option_count, 50u);
+  try {
+    lib.get()->create({{"bootstrap.servers", "127.0.0.1:1"}, {"plugin.library.paths", "x"}});
+    FAIL() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "sink \"kafka\" has no option \"plugin.library.paths\"");
+  }
   // Creating it starts librdkafka's threads; nothing is connected until a message is sent.
   auto sink = lib.get()->create({{"bootstrap.servers", "127.0.0.1:1"}});
   EXPECT_TRUE(sink->usable());
   EXPECT_EQ(sink->describe(),
             "kafka bootstrap.servers=127.0.0.1:1 topic.template=outbox.event.${aggregatetype}");
+  EXPECT_EQ(sink->max_message_bytes(), 1000000u);  // librdkafka's message.max.bytes
 }
 
 }  // namespace
