@@ -11,7 +11,10 @@
 --    restore brings its own).
 --  - outbox.status has a row for every relay worker, running or not, with the database it
 --    works in and why it is not running (columns database and detail).
--- Takes no lock on the events.
+--  - Each partition has its own indexes instead of partitioned ones, which a restore from
+--    pg_dump made twice.
+-- Builds four indexes on every partition, holding a SHARE lock on each while it does:
+-- writers wait for it (see docs/upgrade.md).
 
 -- Refuse a schema that anyone but a superuser controls. A role that owns it, may create in
 -- it, or owns an object in it could plant functions and operators that this script would
@@ -81,6 +84,64 @@ SELECT pg_catalog.pg_extension_config_dump('outbox.events_seq'::pg_catalog.regcl
 REVOKE ALL ON SCHEMA outbox FROM PUBLIC;
 COMMENT ON FUNCTION outbox.enqueue(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.jsonb, pg_catalog.uuid) IS
   'Writes one event in the current transaction and returns its id (UUIDv7 unless given; a given id is an idempotency key).';
+
+-- Makes one partition with its indexes, and attaches it without blocking writers: CREATE
+-- TABLE ... PARTITION OF would take ACCESS EXCLUSIVE on outbox.events, ATTACH PARTITION
+-- takes only SHARE UPDATE EXCLUSIVE. It keeps outbox.partition_fillfactor percent of each
+-- page for its rows and leaves the rest for their published versions. No index mentions
+-- published_at, so marking an event published is a heap-only update when its page has room.
+CREATE OR REPLACE FUNCTION outbox._create_partition(p_lower timestamptz, p_upper timestamptz)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_name text := 'events_' || to_char(p_lower AT TIME ZONE 'UTC', 'YYYYMMDD"_"HH24MISS');
+BEGIN
+    EXECUTE format('CREATE TABLE outbox.%I (LIKE outbox.events INCLUDING DEFAULTS INCLUDING STORAGE INCLUDING COMPRESSION)'
+                   ' WITH (fillfactor = %s)', v_name, (outbox._partition_settings()).fillfactor);
+    PERFORM outbox._create_partition_indexes(v_name);
+    EXECUTE format('ALTER TABLE outbox.events ATTACH PARTITION outbox.%I FOR VALUES FROM (%L) TO (%L)',
+                   v_name, p_lower, p_upper);
+    INSERT INTO outbox.partitions (name, lower_bound, upper_bound) VALUES (v_name, p_lower, p_upper);
+    RETURN v_name;
+END
+$$;
+
+-- A partition's indexes: new events, scanned from the relay's low-water mark (_queue); events
+-- waiting for a retry (_retry); dead letters (_dead); lookup by event id (_id: an id given to
+-- enqueue, requeue, support questions).
+CREATE FUNCTION outbox._create_partition_indexes(p_name text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    EXECUTE format('CREATE INDEX %I ON outbox.%I (seq)', p_name || '_queue', p_name);
+    EXECUTE format('CREATE INDEX %I ON outbox.%I (seq) WHERE next_attempt_at IS NOT NULL', p_name || '_retry', p_name);
+    EXECUTE format('CREATE INDEX %I ON outbox.%I (seq) WHERE dead_at IS NOT NULL', p_name || '_dead', p_name);
+    EXECUTE format('CREATE INDEX %I ON outbox.%I (id)', p_name || '_id', p_name);
+END
+$$;
+
+REVOKE ALL ON FUNCTION outbox._create_partition_indexes(text) FROM PUBLIC;
+
+-- Each partition gets its own indexes, then the partitioned ones go (dropping them drops the
+-- partitions' copies). Writers to a partition wait while its indexes are built.
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT c.relname FROM pg_catalog.pg_inherits i
+               JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) i.inhrelid
+              WHERE i.inhparent OPERATOR(pg_catalog.=) 'outbox.events'::pg_catalog.regclass
+              ORDER BY c.relname
+    LOOP
+        PERFORM outbox._create_partition_indexes(r.relname::pg_catalog.text);
+    END LOOP;
+END
+$$;
+DROP INDEX outbox.events_queue, outbox.events_retry, outbox.events_dead, outbox.events_id;
 
 -- Makes the partitions that should exist at p_now: the current interval, outbox.premake
 -- ahead, any hole in that range, and after a pause one partition covering the whole gap.

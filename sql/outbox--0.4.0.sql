@@ -112,16 +112,10 @@ ALTER SEQUENCE outbox.events_seq OWNED BY outbox.events.seq;
 COMMENT ON TABLE outbox.events IS
   'Outbox events, partitioned by time. Write with outbox.enqueue(); rotate with outbox.rotate().';
 
--- No index mentions published_at, so marking an event published is a heap-only update
--- when its page has room (partitions keep outbox.partition_fillfactor).
--- New events, scanned from the relay's low-water mark.
-CREATE INDEX events_queue ON outbox.events (seq);
--- Events waiting for a retry after a rejection.
-CREATE INDEX events_retry ON outbox.events (seq) WHERE next_attempt_at IS NOT NULL;
--- Dead letters.
-CREATE INDEX events_dead ON outbox.events (seq) WHERE dead_at IS NOT NULL;
--- Lookup by event id (an id given to enqueue, requeue, replay, support questions).
-CREATE INDEX events_id ON outbox.events (id);
+-- The indexes are each partition's own, made with it (outbox._create_partition), not
+-- partitioned indexes of outbox.events: pg_dump dumps a partition with its own indexes, and
+-- a restore attaching a partition to a table with partitioned indexes would make them a
+-- second time.
 
 -- Partitions made by outbox.rotate(). may_hold_late_rows marks a partition that was the
 -- newest while the clock had passed its end: it may hold recent events routed there, so
@@ -193,8 +187,11 @@ AS 'MODULE_PATHNAME', 'outbox_partition_settings'
 LANGUAGE C STABLE
 SET search_path = pg_catalog, pg_temp;
 
--- Partitions keep outbox.partition_fillfactor percent of each page for their rows and
--- leave the rest for the published versions of those rows.
+-- Makes one partition with its indexes, and attaches it without blocking writers: CREATE
+-- TABLE ... PARTITION OF would take ACCESS EXCLUSIVE on outbox.events, ATTACH PARTITION
+-- takes only SHARE UPDATE EXCLUSIVE. It keeps outbox.partition_fillfactor percent of each
+-- page for its rows and leaves the rest for their published versions. No index mentions
+-- published_at, so marking an event published is a heap-only update when its page has room.
 CREATE FUNCTION outbox._create_partition(p_lower timestamptz, p_upper timestamptz)
 RETURNS text
 LANGUAGE plpgsql
@@ -205,10 +202,27 @@ DECLARE
 BEGIN
     EXECUTE format('CREATE TABLE outbox.%I (LIKE outbox.events INCLUDING DEFAULTS INCLUDING STORAGE INCLUDING COMPRESSION)'
                    ' WITH (fillfactor = %s)', v_name, (outbox._partition_settings()).fillfactor);
+    PERFORM outbox._create_partition_indexes(v_name);
     EXECUTE format('ALTER TABLE outbox.events ATTACH PARTITION outbox.%I FOR VALUES FROM (%L) TO (%L)',
                    v_name, p_lower, p_upper);
     INSERT INTO outbox.partitions (name, lower_bound, upper_bound) VALUES (v_name, p_lower, p_upper);
     RETURN v_name;
+END
+$$;
+
+-- A partition's indexes: new events, scanned from the relay's low-water mark (_queue); events
+-- waiting for a retry (_retry); dead letters (_dead); lookup by event id (_id: an id given to
+-- enqueue, requeue, support questions).
+CREATE FUNCTION outbox._create_partition_indexes(p_name text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    EXECUTE format('CREATE INDEX %I ON outbox.%I (seq)', p_name || '_queue', p_name);
+    EXECUTE format('CREATE INDEX %I ON outbox.%I (seq) WHERE next_attempt_at IS NOT NULL', p_name || '_retry', p_name);
+    EXECUTE format('CREATE INDEX %I ON outbox.%I (seq) WHERE dead_at IS NOT NULL', p_name || '_dead', p_name);
+    EXECUTE format('CREATE INDEX %I ON outbox.%I (id)', p_name || '_id', p_name);
 END
 $$;
 
@@ -590,6 +604,7 @@ REVOKE ALL ON FUNCTION outbox.rotate() FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox._partition_settings() FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox._create_partition(timestamptz, timestamptz) FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox._create_partitions(timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._create_partition_indexes(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox._bucket_start(timestamptz, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox._check_sink(text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox._notify_relay() FROM PUBLIC;

@@ -11,6 +11,13 @@ SELECT count(*) AS partitions,
   FROM outbox.partitions;
 SELECT count(*) AS attached FROM pg_inherits WHERE inhparent = 'outbox.events'::regclass;
 
+-- Each partition has its own indexes, made with it; none mentions published_at (marking an
+-- event published is a heap-only update).
+SELECT regexp_replace(pg_get_indexdef(i.indexrelid), 'events_[0-9]+_[0-9]+', 'events_P', 'g') AS partition_index
+  FROM pg_index i
+ WHERE i.indrelid = (SELECT format('outbox.%I', name)::regclass FROM outbox.partitions ORDER BY lower_bound LIMIT 1)
+ ORDER BY 1;
+
 -- Partitions belong to the schema, not to the extension, so that rotation can drop them.
 SELECT count(*) AS partitions_in_extension
   FROM pg_depend d JOIN pg_class c ON c.oid = d.objid

@@ -614,7 +614,7 @@ class Relay {
     const std::string description = sink_->describe();
     snprintf(counters_.sink, sizeof(counters_.sink), "%s", description.c_str());
     guard([&] {
-      ereport(LOG, (errmsg("outbox relay %d: sending with %s", index_ + 1, counters_.sink)));
+      ereport(LOG, (errmsg("outbox relay %d: sending with %s", index_ + 1, description.c_str())));
     });
     return true;
   }

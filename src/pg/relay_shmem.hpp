@@ -30,7 +30,7 @@ const char* worker_state_name(WorkerState state);
 struct WorkerCounters {
   int pid;
   WorkerState state;
-  char sink[128];
+  char sink[512];  // the sink's description (describe())
   uint64 batches;
   uint64 events_sent;
   uint64 events_failed;

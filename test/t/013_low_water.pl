@@ -61,6 +61,16 @@ is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE published_at IS NOT NU
 is_deeply(ids($node, q{SELECT id FROM outbox.dead_letters}), [ sort @dead ], 'dead letters stay dead letters');
 is(q1(q{SELECT dead_lettered FROM outbox.status}), '3', 'status counts them');
 
+# --- On to the current version: each partition gets indexes of its own.
+q1(q{ALTER EXTENSION outbox UPDATE});
+is(q1(q{SELECT extversion FROM pg_extension WHERE extname = 'outbox'}), '0.4.0', 'updated to 0.4.0');
+is(q1(q{SELECT count(*) FROM pg_index WHERE indrelid = 'outbox.events'::regclass}), '0',
+	'no partitioned index any more');
+is(q1(q{SELECT bool_and((SELECT count(*) FROM pg_index i WHERE i.indrelid = format('outbox.%I', p.name)::regclass) = 4)
+          FROM outbox.partitions p}),
+	't', 'every partition has its four indexes');
+is_deeply(ids($node, q{SELECT id FROM outbox.dead_letters}), [ sort @dead ], 'dead letters are still dead letters');
+
 # --- Marking is a heap-only update.
 my @bulk = enqueue('bulk', 5000);
 wait_published($node, q{aggregatetype = 'bulk'}, 'a batch of 5000 is delivered');

@@ -28,7 +28,6 @@ shared_preload_libraries = 'outbox'
 outbox.database = 'postgres'
 outbox.poll_interval = '200ms'
 outbox.wait_for_sync_standbys = on
-synchronous_standby_names = 'standby1'
 });
 $primary->start;
 $primary->safe_psql('postgres', 'CREATE EXTENSION outbox');
@@ -37,6 +36,13 @@ $primary->backup('base');
 my $standby = PostgreSQL::Test::Cluster->new('standby1');
 $standby->init_from_backup($primary, 'base', has_streaming => 1);
 $standby->start;
+$primary->wait_for_catchup('standby1');
+# Synchronous from now on (set earlier, the setup's own commits would wait for a standby).
+$primary->append_conf('postgresql.conf', "synchronous_standby_names = 'standby1'");
+$primary->reload;
+ok( $primary->poll_query_until('postgres',
+		q{SELECT sync_state = 'sync' FROM pg_stat_replication WHERE application_name = 'standby1'}),
+	'the standby is synchronous');
 
 sub in_topic {
 	my %ids;

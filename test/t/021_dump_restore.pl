@@ -1,0 +1,116 @@
+# pg_dump and restore, custom format through pg_restore and plain through psql, both with
+# errors fatal (--exit-on-error, ON_ERROR_STOP): no error at all. After each restore:
+#  - every event that was not published is delivered, once; published ones are not sent
+#    again, and dead letters stay dead letters;
+#  - new events are delivered, with seq values above the restored ones;
+#  - the partitions are back under rotate()'s management, and the sink configuration is back.
+# The source runs no relay (outbox.workers = 0), so that the events keep the states given
+# here; each restore runs on its own server with a relay, both sending to one Kafka topic.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IPC::Run;
+
+use FindBin;
+use lib $FindBin::Bin;
+use KafkaMock;
+use OutboxNode;
+
+plan skip_all => 'no ' . KafkaMock::binary() unless -x KafkaMock::binary();
+
+my $mock = KafkaMock->start(1);
+my $bootstrap = $mock->bootstrap;
+
+my $source = relay_node('source', "outbox.workers = 0\n");
+$source->safe_psql('postgres', 'CREATE EXTENSION outbox');
+$source->safe_psql('postgres', qq{SELECT outbox.configure_sink('kafka', '{"bootstrap.servers": "$bootstrap"}')});
+sub enqueue {
+	my ($node, $n, $tag, $db) = @_;
+	return split /\n/, $node->safe_psql($db // 'postgres', qq{
+SELECT unnest(outbox.enqueue_batch((SELECT jsonb_agg(jsonb_build_object(
+  'aggregatetype', 'order', 'aggregateid', (i % 4)::text, 'type', '$tag', 'payload', jsonb_build_object('i', i)))
+  FROM generate_series(1, $n) i)))});
+}
+my @published = enqueue($source, 30, 'published');
+my @pending = enqueue($source, 20, 'pending');
+my @dead = enqueue($source, 3, 'dead');
+my @retry = enqueue($source, 2, 'retry');
+$source->safe_psql('postgres', q{
+UPDATE outbox.events SET published_at = now() WHERE type = 'published';
+UPDATE outbox.events SET dead_at = now(), attempts = 10, last_error = 'refused' WHERE type = 'dead';
+UPDATE outbox.events SET next_attempt_at = now(), attempts = 1, last_error = 'refused' WHERE type = 'retry';
+});
+my $max_seq = $source->safe_psql('postgres', 'SELECT max(seq) FROM outbox.events');
+my $partitions = $source->safe_psql('postgres', 'SELECT string_agg(name, \',\' ORDER BY name) FROM outbox.partitions');
+my $sink_config = $source->safe_psql('postgres', 'SELECT sink || \' \' || options::text FROM outbox.sink_config');
+
+my $dir = $source->basedir;
+my ($out, $err);
+ok(IPC::Run::run([ 'pg_dump', '-Fc', '-f', "$dir/dump.custom", '-d', $source->connstr('postgres') ], '2>', \$err),
+	'pg_dump -Fc');
+is($err, '', '... without a message');
+ok(IPC::Run::run([ 'pg_dump', '-f', "$dir/dump.sql", '-d', $source->connstr('postgres') ], '2>', \$err),
+	'pg_dump (plain)');
+$source->stop;
+
+my %restore = (
+	custom => [ 'pg_restore', '--exit-on-error', '-d', "$dir/dump.custom" ],
+	plain => [ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-f', "$dir/dump.sql", '-d' ],
+);
+my %new;
+for my $format (sort keys %restore) {
+	my $node = relay_node("restored_$format", "outbox.database = 'restored'\n");
+	$node->safe_psql('postgres', 'CREATE DATABASE restored');
+	my @command = @{ $restore{$format} };
+	if ($format eq 'custom') {
+		splice @command, 3, 0, $node->connstr('restored');
+	} else {
+		push @command, $node->connstr('restored');
+	}
+	($out, $err) = ('', '');
+	my $ok = IPC::Run::run(\@command, '>', \$out, '2>', \$err);
+	ok($ok, "the $format restore succeeds");
+	is($err, '', "... with no error or warning") or diag($err);
+
+	ok( $node->poll_query_until('restored',
+			q{SELECT count(*) = 0 FROM outbox.events WHERE type IN ('pending', 'retry') AND published_at IS NULL}),
+		"$format: the unpublished events are delivered");
+	is($node->safe_psql('restored', q{SELECT dead_lettered FROM outbox.status}), '3',
+		"$format: dead letters stay dead letters");
+	is($node->safe_psql('restored', 'SELECT string_agg(name, \',\' ORDER BY name) FROM outbox.partitions'),
+		$partitions, "$format: the partitions' bookkeeping is back");
+	is($node->safe_psql('restored', q{SELECT count(*) FROM outbox.partitions p
+	      WHERE to_regclass(format('outbox.%I', p.name)) IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'outbox.events'::regclass)}),
+		scalar(split /,/, $partitions), "$format: every partition is attached");
+	my ($rc, $rotate_out, $rotate_err) = $node->psql('restored', 'SELECT count(*) FROM outbox.rotate()');
+	is($rc, 0, "$format: rotate() runs") or diag($rotate_err);
+	is($node->safe_psql('restored', 'SELECT sink || \' \' || options::text FROM outbox.sink_config'),
+		$sink_config, "$format: the sink configuration is back");
+
+	my @fresh = enqueue($node, 5, "new-$format", 'restored');
+	$new{$format} = \@fresh;
+	ok( $node->poll_query_until('restored',
+			qq{SELECT count(*) = 0 FROM outbox.events WHERE type = 'new-$format' AND published_at IS NULL}),
+		"$format: new events are delivered");
+	ok($node->safe_psql('restored', qq{SELECT min(seq) > $max_seq FROM outbox.events WHERE type = 'new-$format'}) eq 't',
+		"$format: new events take seq values above the restored ones");
+	$node->stop;
+}
+
+# One topic for both restores: each unpublished event exactly twice (once per restore), the
+# rest as they should be.
+my %count;
+for my $line ($mock->consume('outbox.event.order', '%h\n')) {
+	$count{$1}++ if $line =~ /(?:^|,)id=([0-9a-f-]{36})/;
+}
+is(scalar(grep { ($count{$_} // 0) != 2 } @pending, @retry), 0,
+	'each unpublished event was delivered once per restore');
+is(scalar(grep { $count{$_} } @published), 0, 'no published event was sent again');
+is(scalar(grep { $count{$_} } @dead), 0, 'no dead letter was sent');
+is(scalar(grep { ($count{$_} // 0) != 1 } @{ $new{custom} }, @{ $new{plain} }), 0,
+	'each new event was delivered once');
+
+$mock->stop;
+done_testing();
