@@ -51,3 +51,27 @@ SELECT outbox.enqueue(repeat('é', 255), 'k', 't', '{}') IS NOT NULL AS accepted
 SET outbox.max_payload_bytes = '1kB';
 SELECT outbox.enqueue('order', '5', 'Big', jsonb_build_object('x', repeat('a', 900))) IS NOT NULL AS fits;
 RESET outbox.max_payload_bytes;
+
+-- Headers have a limit of their own (outbox.max_headers_bytes): they travel with every
+-- message and count toward the relay's batch_max_bytes.
+SET outbox.max_headers_bytes = '1kB';
+SELECT regress.try($$SELECT outbox.enqueue('order', '6', 't', '{}', jsonb_build_object('h', repeat('a', 2000)))$$);
+SELECT outbox.enqueue('order', '6', 't', '{}', jsonb_build_object('h', repeat('a', 900))) IS NOT NULL AS fits;
+RESET outbox.max_headers_bytes;
+
+-- A given id is an idempotency key: the same call again writes nothing and returns the id;
+-- another event with that id is refused (23505). Also within one enqueue_batch.
+SELECT outbox.enqueue('order', '7', 'Paid', '{"amount": 1}', '{"h": "v"}', '11111111-1111-1111-1111-111111111111');
+SELECT outbox.enqueue('order', '7', 'Paid', '{"amount": 1}', '{"h": "v"}', '11111111-1111-1111-1111-111111111111');
+SELECT regress.try($$SELECT outbox.enqueue('order', '7', 'Paid', '{"amount": 2}', '{"h": "v"}', '11111111-1111-1111-1111-111111111111')$$);
+SELECT regress.try($$SELECT outbox.enqueue('order', '7', 'Paid', '{"amount": 1}', NULL, '11111111-1111-1111-1111-111111111111')$$);
+SELECT regress.try($$SELECT outbox.enqueue('order', '8', 'Paid', '{"amount": 1}', '{"h": "v"}', '11111111-1111-1111-1111-111111111111')$$);
+SELECT count(*) AS written_once FROM outbox.events WHERE id = '11111111-1111-1111-1111-111111111111';
+SELECT outbox.enqueue_batch('[
+  {"aggregatetype": "order", "aggregateid": "9", "type": "t", "payload": {}, "id": "22222222-2222-2222-2222-222222222222"},
+  {"aggregatetype": "order", "aggregateid": "9", "type": "t", "payload": {}, "id": "22222222-2222-2222-2222-222222222222"}]') AS same_id_twice;
+SELECT count(*) AS written_once FROM outbox.events WHERE id = '22222222-2222-2222-2222-222222222222';
+SELECT regress.try($$SELECT outbox.enqueue_batch('[
+  {"aggregatetype": "order", "aggregateid": "9", "type": "t", "payload": {}, "id": "33333333-3333-3333-3333-333333333333"},
+  {"aggregatetype": "order", "aggregateid": "9", "type": "t", "payload": {"other": 1}, "id": "33333333-3333-3333-3333-333333333333"}]')$$);
+SELECT count(*) AS nothing_written FROM outbox.events WHERE id = '33333333-3333-3333-3333-333333333333';
