@@ -19,6 +19,7 @@
 #include "core/event_rules.hpp"
 #include "core/uuid7.hpp"
 #include "pg/boundary.hpp"
+#include "pg/given_id.hpp"
 #include "pg/jsonb_object.hpp"
 #include "pg/relay_shmem.hpp"
 #include "pg/settings.hpp"
@@ -26,10 +27,8 @@
 extern "C" {
 #include "access/table.h"
 #include "access/xact.h"
-#include "catalog/pg_collation.h"
 #include "commands/sequence.h"
 #include "storage/lmgr.h"
-#include "utils/snapmgr.h"
 #include "partitioning/partbounds.h"
 #include "partitioning/partdesc.h"
 #include "utils/array.h"
@@ -45,21 +44,12 @@ constexpr const char* kInsertSql =
     "(id, aggregatetype, aggregateid, type, payload, headers, created_at, part_at) "
     "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
 constexpr TimestampTz kLateWarningEveryUs = 10 * 60 * USECS_PER_SEC;
-// The event with a given id (index events_id on every partition).
-constexpr const char* kFindIdSql =
-    "SELECT aggregatetype::pg_catalog.text, aggregateid::pg_catalog.text, type::pg_catalog.text, "
-    "       payload, headers "
-    "  FROM outbox.events WHERE id OPERATOR(pg_catalog.=) $1 LIMIT 1";
 constexpr const char* kCreatePartitionsSql =
     "SELECT pg_catalog.count(*) FROM outbox._create_partitions($1)";
-// Advisory locks on ids taken by enqueue carry this in their fourth field (pg_locks.objsubid);
-// pg_advisory_lock() uses 1 and 2.
-constexpr uint16 kIdLockField = 0x6f62;
 
 // Per-backend state; trivially destructible, lives as long as the backend.
 struct EnqueueState {
   SPIPlanPtr insert_plan = nullptr;
-  SPIPlanPtr find_id_plan = nullptr;
   // Upper bound of the newest partition, as last read. Partitions are only ever added
   // after it, so a time below it always has a partition.
   TimestampTz newest_upper = DT_NOBEGIN;
@@ -261,61 +251,16 @@ pg_uuid_t* new_id(TimestampTz created) {
   });
 }
 
-enum class Existing { kNone, kSame, kDifferent };
-
-// Whether an event with the caller's id exists, and if so whether it is this one. Waits first
-// for any other transaction that enqueues the same id, and reads with a new snapshot, so that
-// of two concurrent calls the second sees the first's event (also at REPEATABLE READ). Runs
-// inside guard(); SPI must be connected.
-Existing find_existing(const EventDatums& e) {
-  uint64 halves[2];
-  memcpy(halves, DatumGetUUIDP(e.id)->data, sizeof(halves));
-  const uint64 key = halves[0] ^ halves[1];
-  LOCKTAG tag;
-  SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(key >> 32), static_cast<uint32>(key),
-                       kIdLockField);
-  (void)LockAcquire(&tag, ExclusiveLock, false, false);  // held until the transaction ends
-
-  if (state.find_id_plan == nullptr) {
-    Oid types[1] = {UUIDOID};
-    SPIPlanPtr plan = SPI_prepare(kFindIdSql, 1, types);
-    if (plan == nullptr) elog(ERROR, "outbox: SPI_prepare failed: %s", kFindIdSql);
-    SPI_keepplan(plan);
-    state.find_id_plan = plan;
-  }
-  Datum values[1] = {e.id};
-  if (SPI_execute_snapshot(state.find_id_plan, values, nullptr, GetLatestSnapshot(),
-                           InvalidSnapshot, true, false, 1) != SPI_OK_SELECT) {
-    elog(ERROR, "outbox: looking up an event id failed");
-  }
-  if (SPI_processed == 0) return Existing::kNone;
-  HeapTuple row = SPI_tuptable->vals[0];
-  TupleDesc desc = SPI_tuptable->tupdesc;
-  bool isnull;
-  const Datum texts[3] = {e.aggregatetype, e.aggregateid, e.type};
-  for (int i = 0; i < 3; ++i) {
-    const Datum stored = SPI_getbinval(row, desc, i + 1, &isnull);
-    if (!DatumGetBool(DirectFunctionCall2Coll(texteq, C_COLLATION_OID, stored, texts[i]))) {
-      return Existing::kDifferent;
-    }
-  }
-  const Datum payload = SPI_getbinval(row, desc, 4, &isnull);
-  if (!DatumGetBool(DirectFunctionCall2(jsonb_eq, payload, e.payload))) return Existing::kDifferent;
-  const Datum headers = SPI_getbinval(row, desc, 5, &isnull);
-  if (isnull != e.headers_null) return Existing::kDifferent;
-  if (!isnull && !DatumGetBool(DirectFunctionCall2(jsonb_eq, headers, e.headers))) {
-    return Existing::kDifferent;
-  }
-  return Existing::kSame;
-}
-
 // Validates and inserts one event; SPI must be connected. Returns the event id.
 Datum insert_event(const char* function, const EventDatums& e) {
   validate(function, e);
   if (!e.id_null) {
-    const Existing existing = guard([&] { return find_existing(e); });
-    if (existing == Existing::kSame) return e.id;
-    if (existing == Existing::kDifferent) {
+    const GivenId existing = guard([&] {
+      return find_given_id(e.id, {e.aggregatetype, e.aggregateid, e.type, e.payload, e.headers},
+                           e.headers_null);
+    });
+    if (existing == GivenId::kSameEvent) return e.id;
+    if (existing == GivenId::kOtherEvent) {
       const char* id = guard([&] { return DatumGetCString(DirectFunctionCall1(uuid_out, e.id)); });
       throw Error(
           sqlstate::kUniqueViolation,
