@@ -1334,8 +1334,8 @@ void outbox_relay_main(Datum arg) {
   outbox::pg::relay_worker_attach(index);
 
   // Past this point errors are C++ exceptions. Anything that escapes the loop ends the
-  // worker with exit code 1: the postmaster restarts it after bgw_restart_time, and no
-  // other backend is disturbed (a death by signal would restart them all).
+  // worker with exit code 1, and no other backend is disturbed (a death by signal would
+  // restart them all); the launcher starts it again.
   int exit_code = 0;
   char why[256] = "";
   try {
@@ -1356,7 +1356,7 @@ void outbox_relay_main(Datum arg) {
     elog(LOG, "outbox relay %d: %s", index + 1, why);
     exit_code = 1;
   }
-  // The launcher starts it again (pg/launcher.cpp); outbox.status shows why it stopped.
+  // outbox.status shows why it stopped.
   outbox::pg::relay_worker_detach(index, why[0] != '\0' ? why : nullptr);
   proc_exit(exit_code);
 }
