@@ -133,6 +133,21 @@ check_schedule() {
   return $missing
 }
 
+# Every install and update script starts with the same schema guard (docs/security.md): a
+# copy that drifted would let one script through where the others refuse.
+check_script_guards() {
+  local reference rc=0 f
+  reference=$(sed -n '/^DO \$guard\$$/,/^\$guard\$;$/p' sql/outbox--0.4.0.sql)
+  [ -n "$reference" ] || { echo "no guard block in sql/outbox--0.4.0.sql"; return 1; }
+  for f in sql/outbox--*.sql; do
+    if [ "$(sed -n '/^DO \$guard\$$/,/^\$guard\$;$/p' "$f")" != "$reference" ]; then
+      echo "$f: its schema guard differs from sql/outbox--0.4.0.sql's (or is missing)"
+      rc=1
+    fi
+  done
+  return $rc
+}
+
 # The servers' logs: a failed assertion (TRAP, in an assert-enabled build), a crash, or a
 # complaint about memory or leaked resources, in a background worker say, fails no test by
 # itself (the postmaster restarts the process). A signal 9 is a test's own kill -9.
@@ -152,6 +167,7 @@ check_server_logs() {
 }
 
 suite "schedule" check_schedule
+suite "script guards" check_script_guards
 suite "unit tests" make -s -C test/unit run PG_CONFIG="$PG_CONFIG"
 suite "format" make -s format-check
 suite "pg_regress" run_regress
