@@ -21,6 +21,10 @@
 # rotation r of the list, mirrored every second set of four rounds, so that every run
 # follows every other one equally often).
 #
+# Before the runs each server writes WAL_PREFILL_MB of WAL and checkpoints, so that the runs
+# reuse recycled WAL segments as a server in service does (see below); the script reports
+# how many segments the runs still had to create, and the checkpoints (none expected).
+#
 # Per run: the writers' tps; enqueue -> published (published_at - created_at of the run's
 # events, p50 / p99; created_at is the enqueue's clock, inside the writer's transaction,
 # so for synchronous_commit = on it includes the writer's own commit flush); the relay's
@@ -38,7 +42,7 @@
 #
 #   bash bench/relay/durability.sh          # 8 rounds x 5 s per run, ~16 min
 #   QUICK=1 bash bench/relay/durability.sh  # 4 rounds x 2 s, ~4.5 min
-# ROUNDS, SECONDS_PER_RUN, CELLS, STATS_WAIT_S, AA override.
+# ROUNDS, SECONDS_PER_RUN, CELLS, STATS_WAIT_S, WAL_PREFILL_MB, AA override.
 set -euo pipefail
 # shellcheck source=bench/relay/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -51,6 +55,7 @@ fi
 # Cells: N writers as fast as they go, or N@R: N writers at R commits/s in all (pgbench -R).
 CELLS=${CELLS:-"1 8 32 1@200"}
 STATS_WAIT_S=${STATS_WAIT_S:-1.5}
+WAL_PREFILL_MB=${WAL_PREFILL_MB:-$((ROUNDS * SECONDS_PER_RUN * 50))}  # ~40 MB per round-second are written
 AA=${AA:-0}
 
 # Two servers: relay_start's cleanup stops the one in BENCH_WORK; this one also stops the
@@ -112,6 +117,14 @@ for b in wait nowait; do
   # relay's kept UPDATE plan is made for a partition with statistics.
   as_postgres pgbench -h "$BENCH_WORK" -p "$BENCH_PORT" -n -M prepared -c 4 -j 2 -t 2500 -f "$BENCH_WORK/plain.sql" "$BENCH_DB" >/dev/null 2>&1
   sql -c "ANALYZE outbox.events"
+  # WAL segments to recycle, as a server that has run a while has them: without them, the
+  # process whose write crosses into a new segment creates it (16 MB written and synced),
+  # and when that is the relay, in its flush, the batch waits for it (p99 up to 2x at 32
+  # writers in a fresh cluster). WAL_PREFILL_MB of WAL messages, then a checkpoint, which
+  # recycles their segments (up to max_wal_size, 4 GB): more than the runs write.
+  sqlv "SELECT count(pg_logical_emit_message(false, 'durability.sh', repeat('x', 1000000))) FROM generate_series(1, $WAL_PREFILL_MB)" >/dev/null
+  sql -c "CHECKPOINT"
+  echo "   WAL: $(sqlv "SELECT count(*) FROM pg_ls_waldir() WHERE name ~ '^[0-9A-F]{24}$' AND name > pg_walfile_name(pg_current_wal_lsn())") segments ready for reuse"
   port=$((port + 1))
 done
 use_server() {
@@ -128,6 +141,10 @@ counters() {
 results="$BUILD_DIR/results.txt"
 : >"$results"
 
+checkpoints() { sqlv "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter"; }
+declare -A CKPT0
+for b in wait nowait; do use_server $b; CKPT0[$b]=$(checkpoints); done
+runs_start=$(date +%s)
 LABELS=(wait.on nowait.on wait.off nowait.off)
 mapfile -t ORDER < <("$PY" "$RELAY_BENCH_DIR/relaybench.py" order --labels "$(IFS=,; echo "${LABELS[*]}")" --cycles "$ROUNDS")
 for c in $CELLS; do
@@ -136,7 +153,6 @@ for c in $CELLS; do
   paced=()
   [ "$c" = "$n" ] || paced=(-R "${c#*@}")
   for r in $(seq 1 "$ROUNDS"); do
-    printf '   writers=%s round %s/%s:' "$c" "$r" "$ROUNDS"
     for k in 0 1 2 3; do
       label=${ORDER[$(((r - 1) * 4 + k))]}
       b=${label%.*}; s=${label#*.}
@@ -165,10 +181,18 @@ for c in $CELLS; do
           -v t0="$t0" -v t1="$t1" -v bt0="$bt0" -v bt1="$bt1" -v ws0="$ws0" -v ws1="$ws1" -v ww0="$ww0" -v ww1="$ww1" \
           'BEGIN { printf "%s %s %s %s %s %s %s %.1f %.0f %.0f %.0f\n", c, r, b, s, tps, p50, p99,
                    100 * (t1 - t0) / hz / T, (bt1 - bt0) / T, (ws1 - ws0) / T, (ww1 - ww0) / T }' >>"$results"
-      printf ' %s=%.0f' "$label" "$tps"
+      tail -n 1 "$results" | awk -v l="${LABEL[$b]}" -v R="$ROUNDS" '{ printf "   writers=%s round %s/%s %-15s sync %-3s: %6.0f tps, p50 %7.3f p99 %7.3f ms, relay %4.1f%% CPU %4.0f batches/s, wal_sync %5.0f/s wal_write %5.0f/s\n",
+        $1, $2, R, l, $4, $5, $6, $7, $8, $9, $10, $11 }'
     done
-    echo
   done
+done
+for b in wait nowait; do
+  use_server $b
+  new=0
+  for f in "$BENCH_WORK"/data/pg_wal/0*; do
+    [ "$(stat -c %W "$f")" -lt "$runs_start" ] || new=$((new + 1))
+  done
+  echo "   server '${LABEL[$b]}': $new WAL segments created during the runs (not recycled), $(($(checkpoints) - CKPT0[$b])) checkpoints"
 done
 
 vals() {  # CELL BUILD SYNC FIELD
