@@ -60,8 +60,9 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-# A copy the postgres user can read and write: test sources, expected output, results.
-cp -a "$repo/sql" "$repo/expected" "$repo/test" "$work/"
+# A copy the postgres user can read and write: test sources, expected output, results, and
+# the client examples that test/t/024_examples.pl runs.
+cp -a "$repo/sql" "$repo/expected" "$repo/test" "$repo/examples" "$work/"
 [ "$(id -u)" = 0 ] && chown -R postgres: "$work"
 
 # Keeps a failed suite's output in test/output/ (test/output-cassert/) for a look after the
