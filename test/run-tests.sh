@@ -55,8 +55,13 @@ cleanup() {
   while IFS= read -r pid_file; do
     as_postgres pg_ctl -D "$(dirname "$pid_file")" -m immediate -w stop >/dev/null 2>&1 || true
   done < <(find "$work" -name postmaster.pid 2>/dev/null)
-  # A server's last children may still be leaving its directory: try once more.
-  rm -rf "$work" 2>/dev/null || { sleep 1; rm -rf "$work"; }
+  # A server's last children may still be leaving its directory: try again until it is
+  # gone (for 30 s at most).
+  for _ in $(seq 300); do
+    rm -rf "$work" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
