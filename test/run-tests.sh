@@ -55,14 +55,20 @@ cleanup() {
   while IFS= read -r pid_file; do
     as_postgres pg_ctl -D "$(dirname "$pid_file")" -m immediate -w stop >/dev/null 2>&1 || true
   done < <(find "$work" -name postmaster.pid 2>/dev/null)
-  # A server's last children may still be leaving its directory: try once more.
-  rm -rf "$work" 2>/dev/null || { sleep 1; rm -rf "$work"; }
+  # A server's last children may still be leaving its directory: try again until it is
+  # gone (for 30 s at most).
+  for _ in $(seq 300); do
+    rm -rf "$work" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 # A copy the postgres user can read and write: test sources, expected output, results, and
-# the documents whose snippets a test runs (test/t/026_readme_snippets.pl).
-cp -a "$repo/sql" "$repo/expected" "$repo/test" "$repo/README.md" "$repo/docs" "$work/"
+# the documents whose snippets a test runs (test/t/026_readme_snippets.pl), and the client
+# examples that test/t/024_examples.pl runs.
+cp -a "$repo/sql" "$repo/expected" "$repo/test" "$repo/README.md" "$repo/docs" "$repo/examples" "$work/"
 [ "$(id -u)" = 0 ] && chown -R postgres: "$work"
 
 # Keeps a failed suite's output in test/output/ (test/output-cassert/) for a look after the

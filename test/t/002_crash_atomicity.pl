@@ -26,13 +26,14 @@ is(scalar(@committed), 520, 'ids returned for every committed event');
 
 # In flight at the crash: a big batch in a transaction that is still running.
 my ($stdout, $stderr) = ('', '');
-# One -c string is one implicit transaction: the batch stays uncommitted while it sleeps.
+# One -c string is one implicit transaction: the batch stays uncommitted while it sleeps,
+# for ever (pg_sleep('infinity')): the crash ends it, not a clock.
 my $inflight = IPC::Run::start(
 	[
 		'psql', '-X', '-d', $node->connstr('postgres'), '-c',
 		q{SELECT count(*) FROM unnest(outbox.enqueue_batch((SELECT jsonb_agg(jsonb_build_object(
 		    'aggregatetype', 'order', 'aggregateid', i::text, 'type', 'InFlight', 'payload', '{}'::jsonb))
-		  FROM generate_series(1, 200000) i))); SELECT pg_sleep(60);}
+		  FROM generate_series(1, 200000) i))); SELECT pg_sleep('infinity');}
 	],
 	'>', \$stdout, '2>', \$stderr);
 ok( $node->poll_query_until('postgres',

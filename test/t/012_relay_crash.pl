@@ -78,6 +78,7 @@ ok($node->poll_query_until('postgres', q{SELECT unpublished = 0 FROM outbox.stat
 #    unpublished and is sent after the restart.
 $node->append_conf('postgresql.conf', "outbox.send_timeout = '1h'");
 $node->reload;
+wait_relay_reloaded($node, { 'outbox.send_timeout' => 3600000 }, 'the relay waits an hour for the sink');
 mock('down -1');
 enqueue(200, 'at-shutdown');
 wait_relay_sending();

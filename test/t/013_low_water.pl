@@ -92,7 +92,12 @@ my @after = enqueue('after', 200);
 wait_published($node, q{aggregatetype = 'after'}, 'later events are delivered while the early transaction is open');
 my $late_seq = $late->query_safe(q{SELECT seq FROM outbox.events WHERE aggregatetype = 'late'});
 $late_seq =~ s/.*\n//s;
-sleep 1.5;    # more than the save interval: the mark would have been saved if it had moved
+# Had the mark moved past the open transaction's event, the relay would save it in its
+# first pass more than the save interval (1 s) after its last save, which came before the
+# events above were published (a save since then would show the move): wait for that pass.
+my $published = q1(q{SELECT clock_timestamp()});
+wait_relay_pass($node, 'the relay ran a pass more than the save interval later',
+	after => "'$published'::timestamptz + interval '1 s'");
 ok(q1(q{SELECT low_water FROM outbox.relay_state}) <= $late_seq,
 	'the saved mark stays at or below the open transaction\'s event');
 ok(q1(q{SELECT min(seq) FROM outbox.events WHERE aggregatetype = 'after'}) > $late_seq,
@@ -117,6 +122,7 @@ $holder->quit;
 # find them that way too, so the relay must not fail here. With the fallback poll at an
 # hour, they can only be found by probing the gaps at the relay's checks.
 q1(q{ALTER SYSTEM SET outbox.poll_interval = '1h'; SELECT pg_reload_conf()});
+wait_relay_reloaded($node, { 'outbox.poll_interval' => 3600000 }, 'the relay polls once an hour');
 my $log_offset = -s $node->logfile;
 my $old = $node->background_psql('postgres');
 $old->query_safe(q{BEGIN; SELECT pg_current_xact_id();});
@@ -158,6 +164,8 @@ ok( $node->poll_query_until('postgres',
 
 # --- A rejected event waiting for its retry does not hold the mark; it is still sent.
 q1(q{ALTER SYSTEM SET outbox.retry_backoff_min = '3s'; ALTER SYSTEM SET outbox.retry_backoff_max = '3s'; SELECT pg_reload_conf()});
+wait_relay_reloaded($node, { 'outbox.retry_backoff_min' => 3000, 'outbox.retry_backoff_max' => 3000 },
+	'the relay backs off 3 s');
 q1(q{SELECT outbox.configure_sink('null', '{"fail_every": 1}')});
 my ($rejected) = enqueue('rejected', 1);
 ok($node->poll_query_until('postgres',
@@ -177,6 +185,7 @@ q1(q{ALTER SYSTEM RESET outbox.retry_backoff_min; ALTER SYSTEM RESET outbox.retr
 
 # --- A dead letter below the mark, requeued, is sent again (it takes a new seq).
 q1(q{ALTER SYSTEM SET outbox.max_attempts = 1; SELECT pg_reload_conf()});
+wait_relay_reloaded($node, { 'outbox.max_attempts' => 1 }, 'the relay dead-letters at the first rejection');
 q1(q{SELECT outbox.configure_sink('null', '{"fail_every": 1}')});
 my ($poison) = enqueue('poison', 1);
 ok($node->poll_query_until('postgres', qq{SELECT count(*) = 1 FROM outbox.dead_letters WHERE id = '$poison'}),

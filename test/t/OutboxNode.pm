@@ -7,8 +7,10 @@ use warnings;
 use Exporter 'import';
 use PostgreSQL::Test::Cluster;
 use Test::More;
+use Time::HiRes qw(usleep);
 
-our @EXPORT = qw(relay_node ids wait_published enqueue_in_open_transaction);
+our @EXPORT = qw(relay_node ids wait_published enqueue_in_open_transaction wait_relay_pass
+  wait_relay_reloaded wait_relay_idle);
 
 # A started node named $name; $settings (postgresql.conf lines) come after the defaults.
 sub relay_node {
@@ -50,6 +52,66 @@ sub enqueue_in_open_transaction {
 	$id =~ s/.*\n//s;
 	chomp $id;
 	return ($session, $id);
+}
+
+# Passes once a whole pass of the relay, from the top of its loop, has run after the call
+# (or after the time $opt{after}, an SQL timestamptz, if later) and the relay reports
+# $opt{waiting} again ('outbox relay: waiting for events' unless given); returns the start
+# of that pass's last transaction. pg_stat_activity shows when the relay's last transaction
+# began (query_start), not when its pass began: a pass whose transaction began after the
+# call may have begun before it, but the pass after that one began after it. With
+# $opt{wake}, each try reloads the configuration, which wakes a relay that waits a long
+# outbox.poll_interval. One relay worker.
+sub wait_relay_pass {
+	my ($node, $what, %opt) = @_;
+	my $waiting = $opt{waiting} // 'outbox relay: waiting for events';
+	my $after = $opt{after} // "'-infinity'";
+	my $start = $node->safe_psql('postgres', qq{
+		SELECT greatest(max(query_start), $after) FROM pg_stat_activity WHERE backend_type = 'outbox relay'});
+	my $deadline = time + $PostgreSQL::Test::Utils::timeout_default;
+	for my $pass (1, 2) {
+		my $next = '';
+		while ($next eq '') {
+			return fail("$what (no relay pass after $start)") if time > $deadline;
+			$node->safe_psql('postgres', 'SELECT pg_reload_conf()') if $opt{wake};
+			$next = $node->safe_psql('postgres', qq{
+				SELECT query_start FROM pg_stat_activity
+				 WHERE backend_type = 'outbox relay' AND query = '$waiting' AND query_start > '$start'});
+			usleep(100_000) if $next eq '';
+		}
+		$start = $next;
+	}
+	pass($what);
+	return $start;
+}
+
+# After ALTER SYSTEM ... and pg_reload_conf(): passes once the relay has read the settings
+# %$settings (name => value as pg_settings.setting shows it, in the base unit). A new
+# session sees them once the postmaster has read them, and by then the postmaster has
+# signalled the relay, which reads them at the top of its next pass.
+sub wait_relay_reloaded {
+	my ($node, $settings, $what) = @_;
+	my $rows = join(', ', map { "('$_', '$settings->{$_}')" } sort keys %$settings);
+	my $n = scalar(keys %$settings);
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = $n FROM pg_settings WHERE (name, setting) IN ($rows)")
+	  or return fail("$what (the postmaster did not read them)");
+	return wait_relay_pass($node, $what, wake => 1);
+}
+
+# After a restart: passes once every event is published (or dead-lettered) and the relay
+# reports waiting for events. Its first pass then found nothing, so it left no gap to probe
+# and no retry due, and it waits for outbox.poll_interval: with a long one, only a commit
+# (or a signal) wakes it.
+sub wait_relay_idle {
+	my ($node, $what) = @_;
+	$node->poll_query_until('postgres', q{
+		SELECT NOT EXISTS (SELECT 1 FROM outbox.events WHERE published_at IS NULL AND dead_at IS NULL)})
+	  or return fail("$what (events are left to send)");
+	return ok( $node->poll_query_until('postgres', q{
+			SELECT query = 'outbox relay: waiting for events' FROM pg_stat_activity
+			 WHERE backend_type = 'outbox relay'}),
+		$what);
 }
 
 1;
