@@ -8,12 +8,21 @@ SRCS = $(wildcard src/*.cpp src/core/*.cpp src/pg/*.cpp) src/sinks/option_rules.
 OBJS = $(SRCS:.cpp=.o)
 DATA = $(wildcard sql/outbox--*.sql)
 PGFILEDESC = "outbox - transactional outbox for PostgreSQL"
+# Set before PGXS, which reads it when included. .pg_build: see below.
+EXTRA_CLEAN = .pg_build test/isolation/output
 
 # pg_regress: sql/<test>.sql against expected/<test>.out (sql/outbox--*.sql are the install
 # and upgrade scripts). test/check-schedule fails the build when a test is not listed here.
 REGRESS = setup enqueue enqueue_errors batch rotate relay_config privileges install_security
 ISOLATION = $(basename $(notdir $(wildcard test/isolation/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=test/isolation/output
+# The isolation tests' settings. They reach the tests' sessions through PGOPTIONS (below), so
+# that `make installcheck` runs against a server in its default configuration. One-second
+# partitions and a short retention: a partition expires during a test. rotate_lock_timeout 0
+# (NOWAIT): a lock wait of even a few ms would be seen by the isolation tester as blocking,
+# and make the order of steps depend on timing.
+ISOLATION_PGOPTIONS = -c outbox.partition_interval=1s -c outbox.retention=1s \
+	-c outbox.premake=1 -c outbox.rotate_lock_timeout=0
 
 # C++ settings (before PGXS reads them). No LLVM bitcode: JIT inlining of C++ is not useful.
 override with_llvm = no
@@ -39,7 +48,25 @@ ifneq ($(PG_BUILD),$(file < .pg_build))
 $(file > .pg_build,$(PG_BUILD))
 endif
 $(OBJS): .pg_build
-EXTRA_CLEAN += .pg_build
+
+# make installcheck: pg_regress, then the isolation tests, against a running server where
+# outbox is installed (PGHOST, PGPORT, PGUSER: a superuser). Their sessions alone get the
+# isolation settings (the command is a recipe line of its own); a simply expanded variable,
+# so that $$PGOPTIONS reaches the shell as is.
+pg_isolation_regress_installcheck := export PGOPTIONS="$$PGOPTIONS $(ISOLATION_PGOPTIONS)" && \
+	$(pg_isolation_regress_installcheck)
+
+# make prove_installcheck: the TAP tests, test/t/*.pl (PROVE_TESTS='test/t/010_relay_null.pl'
+# picks some, PROVE_FLAGS=--verbose adds flags to prove). Each test starts servers of its own
+# with PG_CONFIG's binaries and the installed outbox, so it needs `make install` first, and a
+# user PostgreSQL runs as (not root). Not part of installcheck (PGXS's TAP_TESTS): these
+# tests start no server of the caller's, and need the Kafka mock and kcat.
+PROVE_TESTS ?= test/t/*.pl
+.PHONY: prove_installcheck
+prove_installcheck: test-tools
+	$(if $(filter yes,$(enable_tap_tests)),,$(error $(PG_CONFIG) comes from a PostgreSQL built without --enable-tap-tests))
+	$(if $(filter 0,$(shell id -u)),$(error prove_installcheck: PostgreSQL does not run as root; run it as the postgres user))
+	$(prove_installcheck)
 
 .PHONY: unit-tests format format-check
 unit-tests:

@@ -12,7 +12,7 @@ cd "$repo"
 bash scripts/install-deps.sh
 # After install-deps: on a fresh machine there is no pg_config before it.
 . scripts/pg-env.sh
-make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG"
+make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG" all test-tools
 make -s install PG_CONFIG="$PG_CONFIG" >/dev/null
 
 work=$(make_workdir)

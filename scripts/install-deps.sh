@@ -3,15 +3,17 @@
 # Safe to run again: apt-get skips what is already installed.
 set -euo pipefail
 
+# Installing postgresql-15 on a machine without it creates and starts Debian's main cluster
+# (postgresql@15-main, port 5432), as Debian's package does; nothing here uses that cluster.
 packages=(
-  build-essential
-  postgresql-15 postgresql-server-dev-15 postgresql-contrib postgresql-15-cron
-  libipc-run-perl
-  libboost-dev
-  librdkafka-dev kcat
-  libnats-dev nats-server
-  libcurl4-openssl-dev libssl-dev
-  libgtest-dev clang-format
+  # build: the extension (boost: flat_map in the relay) and its Kafka sink
+  build-essential postgresql-server-dev-15 libboost-dev librdkafka-dev
+  # the PostgreSQL the tests and the demo run by default
+  postgresql-15
+  # tests: pg_stat_statements (TAP 018; pgstattuple for bench/), pg_cron (TAP 001),
+  # IPC::Run (TAP), kcat (reads Kafka topics back), unit tests, make format-check
+  postgresql-contrib postgresql-15-cron libipc-run-perl kcat libgtest-dev clang-format
+  # bench/relay/relaybench.py
   python3-psycopg
 )
 

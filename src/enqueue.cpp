@@ -152,11 +152,7 @@ TimestampTz read_newest_upper() {
     Oid relid = get_relname_relid("events", nsp);
     if (!OidIsValid(relid)) elog(ERROR, "outbox.events does not exist");
     Relation rel = table_open(relid, RowExclusiveLock);
-#if PG_VERSION_NUM >= 140000
     PartitionDesc desc = RelationGetPartitionDesc(rel, true);
-#else
-    PartitionDesc desc = RelationGetPartitionDesc(rel);
-#endif
     TimestampTz newest = DT_NOBEGIN;
     PartitionBoundInfo bounds = desc->boundinfo;
     if (desc->nparts > 0 && bounds != nullptr && bounds->ndatums > 0) {

@@ -4,8 +4,10 @@
 #   bash test/run-tests.sh              # against PG_CONFIG's PostgreSQL (default: Debian's)
 #   bash test/run-tests.sh --cassert    # against PostgreSQL 15 built with assertions
 #                                       # (scripts/build-cassert-pg.sh builds it once)
-# Each suite starts and stops its own PostgreSQL instances, as the postgres user, in a
-# temp directory that user owns (the checkout itself may not be readable by it).
+# It wraps the make targets (docs/install.md): `make install` into PG_CONFIG's PostgreSQL,
+# `make installcheck` against a throwaway cluster (the postgres user runs it, in a temp
+# directory that user owns), `make prove_installcheck` as the postgres user in a copy of the
+# tests in that directory (the checkout itself may not be readable by it).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -29,7 +31,7 @@ fi
 . scripts/pg-env.sh || exit 1
 echo "=== PostgreSQL: $("$PG_CONFIG" --version) ($PG_CONFIG)"
 
-make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG" || exit 1
+make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG" all test-tools || exit 1
 make -s install PG_CONFIG="$PG_CONFIG" >/dev/null || exit 1
 
 passed=0
@@ -65,58 +67,63 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-# A copy the postgres user can read and write: test sources, expected output, results, and
-# the documents whose snippets a test runs (test/t/026_readme_snippets.pl), and the client
-# examples that test/t/024_examples.pl runs.
-cp -a "$repo/sql" "$repo/expected" "$repo/test" "$repo/README.md" "$repo/docs" "$repo/examples" "$work/"
+# A copy the postgres user can read and write, for make prove_installcheck: the Makefile, the
+# tests and the Kafka mock built above, and what the tests read: the documents whose
+# snippets test/t/026_readme_snippets.pl runs, the client examples test/t/024_examples.pl runs.
+cp -a "$repo/Makefile" "$repo/src" "$repo/test" "$repo/README.md" "$repo/docs" "$repo/examples" "$work/"
 [ "$(id -u)" = 0 ] && chown -R postgres: "$work"
 
 # Keeps a failed suite's output in test/output/ (test/output-cassert/) for a look after the
 # run.
 output=test/output
 $cassert && output=test/output-cassert
+# keep_output NAME PATH...: copies the paths into test/output/NAME.
 keep_output() {
-  mkdir -p "$repo/$output"
-  rm -rf "$repo/$output/$(basename "$1")"
-  cp -a "$work/$1" "$repo/$output/" 2>/dev/null
-  echo "(output kept in $output/$(basename "$1"))"
+  local name=$1
+  shift
+  rm -rf "${repo:?}/$output/$name"
+  mkdir -p "$repo/$output/$name"
+  cp -a "$@" "$repo/$output/$name/" 2>/dev/null
+  echo "(output kept in $output/$name)"
 }
 
 regress_tests=$(sed -n 's/^REGRESS = //p' Makefile)
-isolation_tests=$(cd test/isolation/specs && ls *.spec 2>/dev/null | sed 's/\.spec$//' | tr '\n' ' ')
-pgxs_dir=$(cd "$(dirname "$("$PG_CONFIG" --pgxs)")/../.." && pwd)
 
-# The fixed ports only name the Unix socket: a temp instance listens on no TCP address and
-# keeps its socket in a directory of its own, so two runs at once (two checkouts) do not
-# collide.
+# make installcheck's server: a throwaway cluster in $work. The fixed port only names the
+# Unix socket: it listens on no TCP address and keeps its socket in $work, so two runs at
+# once (two checkouts) do not collide.
+start_installcheck_cluster() {
+  start_cluster "$work" 54401 "listen_addresses = ''"
+}
+
+# make installcheck in the checkout, as the caller: pg_regress alone (ISOLATION=) or the
+# isolation tests alone (REGRESS=).
+installcheck() {
+  PGHOST=$work PGPORT=54401 PGUSER=postgres make -s installcheck PG_CONFIG="$PG_CONFIG" "$@"
+}
+
 run_regress() {
-  (cd "$work" && as_postgres "$pgxs_dir/src/test/regress/pg_regress" \
-     --temp-instance="$work/tmp_regress" --bindir="$PG_BINDIR" \
-     --inputdir=. --outputdir="$work/regress_out" --port=54401 --encoding=UTF8 --no-locale $regress_tests)
+  installcheck ISOLATION=
   local rc=$?
-  [ $rc -ne 0 ] && keep_output regress_out && head -300 "$work/regress_out/regression.diffs"
+  [ $rc -ne 0 ] && keep_output regress_out results regression.out regression.diffs &&
+    head -300 regression.diffs
   return $rc
 }
 
 run_isolation() {
-  (cd "$work/test/isolation" && as_postgres "$pgxs_dir/src/test/isolation/pg_isolation_regress" \
-     --temp-instance="$work/tmp_isolation" --bindir="$PG_BINDIR" \
-     --temp-config="$work/test/isolation/isolation.conf" \
-     --inputdir=. --outputdir="$work/isolation_out" --port=54402 $isolation_tests)
+  installcheck REGRESS=
   local rc=$?
-  [ $rc -ne 0 ] && keep_output isolation_out && head -300 "$work/isolation_out/regression.diffs"
+  [ $rc -ne 0 ] && keep_output isolation_out test/isolation/output &&
+    head -300 test/isolation/output/regression.diffs
   return $rc
 }
 
 run_tap() {
-  (cd "$work/test" && as_postgres env TESTDIR="$work/test" \
-     PG_REGRESS="$pgxs_dir/src/test/regress/pg_regress" \
-     PERL5LIB="$pgxs_dir/src/test/perl" \
-     prove --timer t/*.pl)
+  (cd "$work" && as_postgres make -s prove_installcheck PG_CONFIG="$PG_CONFIG" PROVE_FLAGS=--timer)
   local rc=$?
   if [ $rc -ne 0 ]; then
-    keep_output test/tmp_check
-    for f in "$work"/test/tmp_check/log/*.log; do
+    keep_output tmp_check "$work/tmp_check"
+    for f in "$work"/tmp_check/log/*.log; do
       [ -f "$f" ] || continue
       echo "--- $f (last 60 lines)"
       tail -n 60 "$f"
@@ -161,8 +168,8 @@ check_script_guards() {
 check_server_logs() {
   local pattern='TRAP: |terminated by signal ([^9]|[0-9][0-9])|PANIC: |problem in alloc set|write past chunk end|reference leak|refcount leak|file leak|memory leak|was not closed|snapshot .* still active'
   local logs=() found
-  mapfile -t logs < <(find "$work/regress_out/log" "$work/isolation_out/log" \
-    "$work/test/tmp_check/log" -name '*.log' ! -name 'regress_log_*' 2>/dev/null)
+  mapfile -t logs < <(find "$work/server.log" "$work/tmp_check/log" -name '*.log' \
+    ! -name 'regress_log_*' 2>/dev/null)
   [ ${#logs[@]} -gt 0 ] || { echo "no server logs found"; return 1; }
   found=$(grep -HEn "$pattern" "${logs[@]}")
   [ -z "$found" ] && return 0
@@ -175,10 +182,18 @@ check_server_logs() {
 
 suite "schedule" check_schedule
 suite "script guards" check_script_guards
-suite "unit tests" make -s -C test/unit run PG_CONFIG="$PG_CONFIG"
+suite "unit tests" make -s unit-tests PG_CONFIG="$PG_CONFIG"
 suite "format" make -s format-check
-suite "pg_regress" run_regress
-suite "isolation" run_isolation
+if start_installcheck_cluster; then
+  suite "pg_regress" run_regress
+  suite "isolation" run_isolation
+  stop_cluster "$work"
+else
+  echo "the installcheck cluster did not start:"
+  tail -n 30 "$work/server.log"
+  suite "pg_regress" false
+  suite "isolation" false
+fi
 suite "tap" run_tap
 suite "server logs" check_server_logs
 

@@ -147,6 +147,8 @@ relay_start() {
 # BOOTSTRAP. Its stdin is a fifo held open on fd 9; closing it stops the mock. Start the
 # PostgreSQL cluster first, so that the server does not inherit fd 9.
 mock_start() {
+  # A test tool, not part of `make`.
+  make -s -C "$BENCH_REPO" test-tools PG_CONFIG="$PG_CONFIG" || return 1
   mkfifo "$BENCH_WORK/mock.in"
   "$MOCK_BIN" 1 <"$BENCH_WORK/mock.in" >"$BENCH_WORK/mock.out" 2>"$BENCH_WORK/mock.log" &
   MOCK_PID=$!

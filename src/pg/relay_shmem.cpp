@@ -34,9 +34,7 @@ struct RelayShared {
 RelayShared* shared = nullptr;
 int requested_workers = 0;
 shmem_startup_hook_type prev_shmem_startup = nullptr;
-#if PG_VERSION_NUM >= 150000
 shmem_request_hook_type prev_shmem_request = nullptr;
-#endif
 ProcessUtility_hook_type prev_process_utility = nullptr;
 
 // Per-backend, per-transaction flags for the commit callback.
@@ -44,9 +42,7 @@ bool wake_pending = false;
 bool config_pending = false;
 
 void shmem_request() {
-#if PG_VERSION_NUM >= 150000
   if (prev_shmem_request) prev_shmem_request();
-#endif
   RequestAddinShmemSpace(MAXALIGN(sizeof(RelayShared)));
 }
 
@@ -124,12 +120,8 @@ bool relay_shmem_available() { return shared != nullptr; }
 
 void relay_shmem_request(int workers) {
   requested_workers = workers;
-#if PG_VERSION_NUM >= 150000
   prev_shmem_request = shmem_request_hook;
   shmem_request_hook = shmem_request;
-#else
-  shmem_request();
-#endif
   prev_shmem_startup = shmem_startup_hook;
   shmem_startup_hook = shmem_startup;
 }

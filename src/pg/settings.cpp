@@ -163,11 +163,7 @@ void define_settings() {
                             nullptr, nullptr);
   }
 
-#if PG_VERSION_NUM >= 150000
   MarkGUCPrefixReserved("outbox");
-#else
-  EmitWarningsOnPlaceholders("outbox");
-#endif
 }
 
 }  // namespace outbox::pg

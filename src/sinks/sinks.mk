@@ -1,11 +1,12 @@
 # Sink libraries (outbox_sink_<name>.so) and the Kafka mock tool. Included at the end of the
 # top-level Makefile, after PGXS. Plain C++17: no PostgreSQL header, no PGXS compile flags.
 #
-#   make               also builds outbox_sink_null.so, outbox_sink_kafka.so and
-#                      test/tools/outbox_kafka_mock
-#   make install       also installs the two .so into $(DESTDIR)$(pkglibdir)
-#   make clean         also removes them
-#   make sinks         only these
+#   make               also builds outbox_sink_null.so and outbox_sink_kafka.so
+#   make install       also installs them into $(DESTDIR)$(pkglibdir)
+#   make clean         also removes them and the test tools
+#   make sinks         only the sink libraries
+#   make test-tools    test/tools/outbox_kafka_mock, for the TAP tests, scripts/demo.sh and
+#                      bench/relay (not shipped, so not part of `make`)
 
 # Sources, for the format targets (headers are covered by src/*/*.hpp there).
 SINK_SRCS = src/sinks/option_rules.cpp src/sinks/routing.cpp src/sinks/null_sink.cpp \
@@ -23,9 +24,10 @@ SINK_CXXFLAGS = -std=c++17 -O2 -g -Wall -Wextra -Werror -fno-omit-frame-pointer 
 SINK_SO_FLAGS = -fPIC -shared -fvisibility=hidden -fvisibility-inlines-hidden \
 	-Wl,--no-undefined -Wl,-z,now
 
-.PHONY: sinks install-sinks clean-sinks
+.PHONY: sinks test-tools install-sinks clean-sinks
 all: sinks
-sinks: $(SINK_LIBS) $(KAFKA_MOCK)
+sinks: $(SINK_LIBS)
+test-tools: $(KAFKA_MOCK)
 
 outbox_sink_null$(DLSUFFIX): src/sinks/null_sink.cpp src/sinks/null_plugin.cpp \
 		src/sinks/option_rules.cpp $(SINK_HDRS)

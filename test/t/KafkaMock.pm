@@ -4,11 +4,12 @@ package KafkaMock;
 
 use strict;
 use warnings;
+use FindBin;
 use IPC::Run;
 use Test::More;
 
-# Where the tool is, relative to test/ (the TAP tests run from there).
-sub binary { return $ENV{OUTBOX_KAFKA_MOCK} // 'tools/outbox_kafka_mock'; }
+# Where `make test-tools` builds the tool, next to test/t (whatever the current directory).
+sub binary { return $ENV{OUTBOX_KAFKA_MOCK} // "$FindBin::Bin/../tools/outbox_kafka_mock"; }
 
 sub start {
 	my ($class, $brokers) = @_;
