@@ -13,9 +13,12 @@ packages=(
   # tests: pg_stat_statements (TAP 018; pgstattuple for bench/), pg_cron (TAP 001),
   # IPC::Run (TAP), kcat (reads Kafka topics back), unit tests, make format-check
   postgresql-contrib postgresql-15-cron libipc-run-perl kcat libgtest-dev clang-format
-  # bench/relay/relaybench.py
+  # bench/relay/relaybench.py, examples/python (TAP 024)
   python3-psycopg
 )
+# examples/node (TAP 024): Node.js and npm, from Debian unless some Node.js is there already
+# (NodeSource's nodejs brings its own npm and conflicts with Debian's).
+command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
 
 missing=()
 for p in "${packages[@]}"; do
