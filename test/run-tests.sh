@@ -49,21 +49,8 @@ suite() {
 
 work=$(make_workdir)
 # An interrupted run (or a TAP script killed before its END block stops its nodes) can
-# leave servers running in $work: stop them before removing it.
-cleanup() {
-  local pid_file
-  while IFS= read -r pid_file; do
-    as_postgres pg_ctl -D "$(dirname "$pid_file")" -m immediate -w stop >/dev/null 2>&1 || true
-  done < <(find "$work" -name postmaster.pid 2>/dev/null)
-  # A server's last children may still be leaving its directory: try again until it is
-  # gone (for 30 s at most).
-  for _ in $(seq 300); do
-    rm -rf "$work" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# leave servers running in $work: remove_workdir stops them before removing it.
+trap 'remove_workdir "$work"' EXIT
 trap 'exit 130' INT TERM
 # A copy the postgres user can read and write: test sources, expected output, results, and
 # the documents whose snippets a test runs (test/t/026_readme_snippets.pl), and the client
