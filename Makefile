@@ -6,13 +6,15 @@ MODULE_big = outbox
 # options (src/pg/sink_loader.cpp), and the sinks again.
 SRCS = $(wildcard src/*.cpp src/core/*.cpp src/pg/*.cpp) src/sinks/option_rules.cpp
 OBJS = $(SRCS:.cpp=.o)
-DATA = $(wildcard sql/outbox--*.sql)
+# The install and update scripts sit beside outbox.control (as in contrib): sql/ holds
+# only the pg_regress tests.
+DATA = $(wildcard outbox--*.sql)
 PGFILEDESC = "outbox - transactional outbox for PostgreSQL"
 # Set before PGXS, which reads it when included. .pg_build: see below.
 EXTRA_CLEAN = .pg_build test/isolation/output
 
-# pg_regress: sql/<test>.sql against expected/<test>.out (sql/outbox--*.sql are the install
-# and upgrade scripts). test/check-schedule fails the build when a test is not listed here.
+# pg_regress: sql/<test>.sql against expected/<test>.out. test/run-tests.sh's "schedule"
+# suite fails when a test is not listed here.
 REGRESS = setup enqueue enqueue_errors batch rotate relay_config privileges install_security
 ISOLATION = $(basename $(notdir $(wildcard test/isolation/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=test/isolation/output

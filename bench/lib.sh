@@ -1,10 +1,11 @@
 # shellcheck shell=bash
 # Shared helpers for the storage-layer benchmarks; sourced by bench/*.sh.
 #
-# Each benchmark starts its own throwaway PostgreSQL cluster as the postgres user, in a
-# temp directory that user owns, listening on a unix socket only (listen_addresses = ''),
-# on its own port. fsync and synchronous_commit keep their defaults (on). The cluster is
-# stopped and the directory removed on exit, whatever the exit path.
+# Each benchmark starts its own throwaway PostgreSQL cluster (scripts/pg-env.sh: as the
+# postgres user, in a temp directory that user owns; PG_CONFIG picks the installation),
+# listening on a unix socket only (listen_addresses = ''), on its own port. fsync and
+# synchronous_commit keep their defaults (on). The cluster is stopped and the directory
+# removed on exit, whatever the exit path (BENCH_KEEP=1 keeps the directory).
 
 BENCH_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=../scripts/pg-env.sh
@@ -15,17 +16,21 @@ BENCH_WORK=""
 BENCH_PORT=""
 BENCH_DB=bench
 
+# bench_remove_work DIR: removes a work directory whose servers are stopped, or keeps it
+# (BENCH_KEEP=1) and says so.
+bench_remove_work() {
+  if [ "${BENCH_KEEP:-0}" = 1 ]; then
+    echo "(BENCH_KEEP=1: left $1)" >&2
+  else
+    remove_workdir "$1"
+  fi
+}
+
 bench_cleanup() {
   local rc=$?
   if [ -n "$BENCH_WORK" ] && [ -d "$BENCH_WORK" ]; then
-    if [ -f "$BENCH_WORK/data/postmaster.pid" ]; then
-      as_postgres pg_ctl -D "$BENCH_WORK/data" -m immediate -w stop >/dev/null 2>&1 || true
-    fi
-    if [ "${BENCH_KEEP:-0}" = 1 ]; then
-      echo "(BENCH_KEEP=1: left $BENCH_WORK)" >&2
-    else
-      rm -rf "$BENCH_WORK"
-    fi
+    cluster_stop "$BENCH_WORK" immediate
+    bench_remove_work "$BENCH_WORK"
   fi
   return $rc
 }
@@ -37,29 +42,23 @@ bench_start() {
   BENCH_WORK=$(make_workdir)
   trap bench_cleanup EXIT
   trap 'exit 130' INT TERM
-  as_postgres initdb -D "$BENCH_WORK/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 \
-    --no-sync >"$BENCH_WORK/initdb.log" 2>&1 || { cat "$BENCH_WORK/initdb.log"; return 1; }
-  {
-    echo "listen_addresses = ''"
-    echo "unix_socket_directories = '$BENCH_WORK'"
-    echo "port = $BENCH_PORT"
-    echo "fsync = on"
-    echo "synchronous_commit = on"
-    echo "shared_buffers = 512MB"
-    echo "max_wal_size = 4GB"
-    echo "checkpoint_timeout = 30min"
-    # Preloaded: the relay's settings (outbox.workers and others) can only be defined at
-    # server start. No relay worker runs here: these benchmarks measure the storage layer,
-    # and a relay would publish and poll the events under test.
-    echo "shared_preload_libraries = 'outbox'"
-    echo "outbox.workers = 0"
-    echo "log_min_messages = warning"
-    echo "logging_collector = off"
-    local line
-    for line in "$@"; do echo "$line"; done
-  } >>"$BENCH_WORK/data/postgresql.conf"
-  as_postgres pg_ctl -D "$BENCH_WORK/data" -l "$BENCH_WORK/server.log" -w start >/dev/null ||
-    { cat "$BENCH_WORK/server.log"; return 1; }
+  cluster_init "$BENCH_WORK" --locale=C.UTF-8 --no-sync || return 1
+  # Preloaded: the relay's settings (outbox.workers and others) can only be defined at
+  # server start. No relay worker runs here: these benchmarks measure the storage layer,
+  # and a relay would publish and poll the events under test.
+  cluster_configure "$BENCH_WORK" "$BENCH_PORT" \
+    "listen_addresses = ''" \
+    "fsync = on" \
+    "synchronous_commit = on" \
+    "shared_buffers = 512MB" \
+    "max_wal_size = 4GB" \
+    "checkpoint_timeout = 30min" \
+    "shared_preload_libraries = 'outbox'" \
+    "outbox.workers = 0" \
+    "log_min_messages = warning" \
+    "logging_collector = off" \
+    "$@"
+  cluster_start "$BENCH_WORK" || return 1
   as_postgres createdb -h "$BENCH_WORK" -p "$BENCH_PORT" "$BENCH_DB"
 }
 

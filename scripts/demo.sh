@@ -5,6 +5,8 @@
 # deliver them, read them back with kcat, print outbox.status, and rotate. Run as root on
 # Debian 12:
 #   bash scripts/demo.sh
+# PG_CONFIG=/path/to/pg_config picks another PostgreSQL installation (scripts/pg-env.sh):
+# the extension is built for it and installed into it, and its server runs the demo.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -21,7 +23,7 @@ mkfifo "$work/mock.in"
 test/tools/outbox_kafka_mock 1 <"$work/mock.in" >"$work/mock.out" 2>"$work/mock.log" &
 mock_pid=$!
 exec 3>"$work/mock.in"
-trap 'stop_cluster "$work"; exec 3>&-; wait $mock_pid 2>/dev/null; rm -rf "$work"' EXIT
+trap 'cluster_stop "$work"; exec 3>&-; wait $mock_pid 2>/dev/null; remove_workdir "$work"' EXIT
 for _ in $(seq 100); do [ -s "$work/mock.out" ] && break; sleep 0.1; done
 bootstrap=$(head -1 "$work/mock.out")
 echo "outbox demo: Kafka mock cluster at $bootstrap"

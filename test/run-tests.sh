@@ -51,21 +51,8 @@ suite() {
 
 work=$(make_workdir)
 # An interrupted run (or a TAP script killed before its END block stops its nodes) can
-# leave servers running in $work: stop them before removing it.
-cleanup() {
-  local pid_file
-  while IFS= read -r pid_file; do
-    as_postgres pg_ctl -D "$(dirname "$pid_file")" -m immediate -w stop >/dev/null 2>&1 || true
-  done < <(find "$work" -name postmaster.pid 2>/dev/null)
-  # A server's last children may still be leaving its directory: try again until it is
-  # gone (for 30 s at most).
-  for _ in $(seq 300); do
-    rm -rf "$work" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# leave servers running in $work: remove_workdir stops them before removing it.
+trap 'remove_workdir "$work"' EXIT
 trap 'exit 130' INT TERM
 # A copy the postgres user can read and write, for make prove_installcheck: the Makefile, the
 # tests and the Kafka mock built above, and what the tests read: the documents whose
@@ -133,12 +120,18 @@ run_tap() {
 }
 
 # Every pg_regress test in sql/ must be listed in the Makefile's REGRESS, or it would
-# silently never run.
+# silently never run. sql/ holds only tests: the install and update scripts sit beside
+# outbox.control, where the Makefile's DATA takes them from.
 check_schedule() {
   local missing=0 t
   for f in sql/*.sql; do
     t=$(basename "$f" .sql)
-    case "$t" in outbox--*) continue ;; esac
+    case "$t" in outbox--*)
+      echo "sql/$t.sql: install and update scripts belong beside outbox.control (it would not be installed)"
+      missing=1
+      continue
+      ;;
+    esac
     if ! grep -qw "$t" <<<"$regress_tests"; then
       echo "sql/$t.sql is not in REGRESS in the Makefile"
       missing=1
@@ -148,14 +141,19 @@ check_schedule() {
 }
 
 # Every install and update script starts with the same schema guard (docs/security.md): a
-# copy that drifted would let one script through where the others refuse.
+# copy that drifted would let one script through where the others refuse. The reference is
+# the install script of the control file's default_version, the one script a fresh
+# install runs.
 check_script_guards() {
-  local reference rc=0 f
-  reference=$(sed -n '/^DO \$guard\$$/,/^\$guard\$;$/p' sql/outbox--0.4.0.sql)
-  [ -n "$reference" ] || { echo "no guard block in sql/outbox--0.4.0.sql"; return 1; }
-  for f in sql/outbox--*.sql; do
+  local version install reference rc=0 f
+  version=$(sed -n "s/^default_version = '\(.*\)'$/\1/p" outbox.control)
+  install=outbox--$version.sql
+  [ -f "$install" ] || { echo "no $install for default_version '$version' in outbox.control"; return 1; }
+  reference=$(sed -n '/^DO \$guard\$$/,/^\$guard\$;$/p' "$install")
+  [ -n "$reference" ] || { echo "no guard block in $install"; return 1; }
+  for f in outbox--*.sql; do
     if [ "$(sed -n '/^DO \$guard\$$/,/^\$guard\$;$/p' "$f")" != "$reference" ]; then
-      echo "$f: its schema guard differs from sql/outbox--0.4.0.sql's (or is missing)"
+      echo "$f: its schema guard differs from $install's (or is missing)"
       rc=1
     fi
   done

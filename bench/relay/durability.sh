@@ -68,8 +68,8 @@ relay_cleanup() {
   trap - EXIT INT TERM
   for w in $SERVER_WORKS; do
     [ "$w" != "$BENCH_WORK" ] || continue
-    [ -f "$w/data/postmaster.pid" ] && as_postgres pg_ctl -D "$w/data" -m immediate -w stop >/dev/null 2>&1
-    if [ "${BENCH_KEEP:-0}" = 1 ]; then echo "(BENCH_KEEP=1: left $w)" >&2; else rm -rf "$w"; fi
+    cluster_stop "$w" immediate
+    bench_remove_work "$w"
   done
   [ -z "$BUILD_DIR" ] || rm -rf "$BUILD_DIR"
   # The library's cleanup reads the exit status from $?.

@@ -3,8 +3,9 @@
 #
 # Reuses bench/lib.sh for its generic helpers (sql, sqlv, bench_file, median, verdict,
 # bench_header, ...) but starts its own kind of cluster: unlike the storage benchmarks,
-# these need the relay worker running (outbox.workers = 1), so the cluster is started with
-# scripts/pg-env.sh's start_cluster (127.0.0.1 and a unix socket in the work directory).
+# these need the relay worker running (outbox.workers = 1), so the cluster is made with
+# scripts/pg-env.sh's cluster_* functions with their defaults (127.0.0.1 and a unix socket
+# in the work directory).
 # Everything runs in the database "postgres", the relay's outbox.database.
 #
 # Each script: relay_start PORT [extra postgresql.conf lines] -> cluster + extension +
@@ -38,9 +39,7 @@ relay_cleanup() {
     wait "$p" 2>/dev/null || true
   done
   if [ -n "$BENCH_WORK" ] && [ -d "$BENCH_WORK" ]; then
-    if [ -f "$BENCH_WORK/data/postmaster.pid" ]; then
-      as_postgres pg_ctl -D "$BENCH_WORK/data" -m immediate -w stop >/dev/null 2>&1 || true
-    fi
+    cluster_stop "$BENCH_WORK" immediate
   fi
   if [ -n "$MOCK_PID" ]; then
     exec 9>&- 2>/dev/null || true       # end of input: the mock stops
@@ -49,11 +48,7 @@ relay_cleanup() {
     wait "$MOCK_PID" 2>/dev/null || true
   fi
   if [ -n "$BENCH_WORK" ] && [ -d "$BENCH_WORK" ]; then
-    if [ "${BENCH_KEEP:-0}" = 1 ]; then
-      echo "(BENCH_KEEP=1: left $BENCH_WORK)" >&2
-    else
-      rm -rf "$BENCH_WORK"
-    fi
+    bench_remove_work "$BENCH_WORK"
   fi
   return $rc
 }
@@ -75,7 +70,7 @@ RELAY_SO_MD5=$(relay_so_md5)
 # elsewhere during a run (other work on this machine) rewrites them in place, and a server
 # that has them mapped then crashes. The snapshot is bind-mounted over the installed files
 # in a mount namespace of the server's own (unshare -m, root only); elsewhere nothing
-# changes. Without unshare the server uses the installed files (start_cluster).
+# changes. Without unshare the server uses the installed files.
 # RELAY_LIBS=DIR snapshots outbox.so and the two sink libraries of DIR instead (a build of
 # another commit, with the same SQL scripts): an A/B of two builds, one run each.
 relay_start() {
@@ -97,6 +92,8 @@ relay_start() {
     "$@")
   local libdir f binds=""
   libdir=$(pg_config --pkglibdir)
+  cluster_init "$BENCH_WORK" || return 1
+  cluster_configure "$BENCH_WORK" "$BENCH_PORT" "${conf[@]}"
   if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && [ "${RELAY_PRIVATE_LIBS:-1}" = 1 ]; then
     mkdir -p "$BENCH_WORK/lib"
     for f in outbox.so outbox_sink_null.so outbox_sink_kafka.so; do
@@ -104,16 +101,9 @@ relay_start() {
       binds="$binds mount --bind '$BENCH_WORK/lib/$f' '$libdir/$f' &&"
     done
     chmod 755 "$BENCH_WORK/lib" "$BENCH_WORK"/lib/*.so
-    as_postgres initdb -D "$BENCH_WORK/data" -A trust -U postgres --encoding=UTF8 --no-locale >/dev/null
-    {
-      echo "listen_addresses = '127.0.0.1'"
-      echo "port = $BENCH_PORT"
-      echo "unix_socket_directories = '$BENCH_WORK'"
-      for f in "${conf[@]}"; do echo "$f"; done
-    } >>"$BENCH_WORK/data/postgresql.conf"
-    unshare --mount --propagation private sh -c "$binds exec runuser -u postgres -- env PATH='$PATH' \
-      pg_ctl -D '$BENCH_WORK/data' -l '$BENCH_WORK/server.log' -w start" >/dev/null ||
-      { cat "$BENCH_WORK/server.log" 2>/dev/null; return 1; }
+    # The mounts are made as root in the new namespace; the server started in it keeps them.
+    cluster_start "$BENCH_WORK" unshare --mount --propagation private sh -c "$binds exec \"\$@\"" sh ||
+      return 1
     echo "   libraries: private snapshot (md5 outbox.so $(md5sum "$BENCH_WORK/lib/outbox.so" | cut -c1-8)," \
          "null $(md5sum "$BENCH_WORK/lib/outbox_sink_null.so" | cut -c1-8)," \
          "kafka $(md5sum "$BENCH_WORK/lib/outbox_sink_kafka.so" | cut -c1-8)) of ${RELAY_LIBS:-$libdir}," \
@@ -121,7 +111,7 @@ relay_start() {
     RELAY_SO_MD5=""   # a make install elsewhere cannot reach this server
   else
     [ -z "${RELAY_LIBS:-}" ] || { echo "RELAY_LIBS needs root and unshare (a private snapshot)" >&2; return 1; }
-    start_cluster "$BENCH_WORK" "$BENCH_PORT" "${conf[@]}" || { cat "$BENCH_WORK/server.log" 2>/dev/null; return 1; }
+    cluster_start "$BENCH_WORK" || return 1
     echo "   libraries: the installed ones (a make install elsewhere during the run would replace them)"
   fi
   sql -c "CREATE EXTENSION outbox"
