@@ -14,7 +14,7 @@
 --  - Each partition has its own indexes instead of partitioned ones, which a restore from
 --    pg_dump made twice.
 -- Builds four indexes on every partition, holding a SHARE lock on each while it does:
--- writers wait for it (see docs/upgrade.md).
+-- writers wait for it (docs/operations.md, "Upgrading").
 
 -- Refuse a schema that anyone but a superuser controls. A role that owns it, may create in
 -- it, or owns an object in it could plant functions and operators that this script would

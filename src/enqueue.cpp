@@ -208,7 +208,7 @@ TimestampTz route(TimestampTz created) {
           (errmsg("outbox: no partition covers the current time; events go to the newest "
                   "partition"),
            errdetail("The newest partition ends at %s.", timestamptz_to_str(state.newest_upper)),
-           errhint("Schedule SELECT outbox.rotate(); with pg_cron, see the README.")));
+           errhint("Schedule SELECT outbox.rotate(); with pg_cron, see docs/operations.md.")));
     });
   }
   return state.newest_upper - 1;

@@ -74,7 +74,7 @@ Row slot_row(int index, const SlotView& slot) {
 OUTBOX_FUNCTION(outbox_workers) {
   using namespace outbox::pg;
   guard([&] {
-    // Materialize mode by hand (InitMaterializedSRF exists from PostgreSQL 15 only).
+    // Materialize mode by hand, with our own error outside a FROM clause.
     auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     if (rsinfo == nullptr || !IsA(rsinfo, ReturnSetInfo) ||
         (rsinfo->allowedModes & SFRM_Materialize) == 0) {
