@@ -62,17 +62,22 @@ TEST(NullSink, FailEveryCountsAcrossBatches) {
 }
 
 TEST(NullSink, DeclaresItsOptions) {
-  ASSERT_EQ(kNullOptionCount, 2u);
+  ASSERT_EQ(kNullOptionCount, 3u);
   EXPECT_STREQ(kNullOptions[0].name, "fail_every");
   EXPECT_EQ(kNullOptions[0].kind, OptionKind::kInteger);
   EXPECT_STREQ(kNullOptions[1].name, "throw_every");
   EXPECT_EQ(kNullOptions[1].kind, OptionKind::kInteger);
+  EXPECT_STREQ(kNullOptions[2].name, "delay_ms");
+  EXPECT_EQ(kNullOptions[2].kind, OptionKind::kInteger);
   EXPECT_EQ(create_null_sink({})->max_message_bytes(), 0u);  // no limit
 }
 
 TEST(NullSink, BadOptions) {
   for (const char* bad : {"0", "-1", "", "x", "3x", " 3", "1000000000000000000000"}) {
     EXPECT_THROW(create_null_sink({{"fail_every", bad}}), ConfigError) << bad;
+  }
+  for (const char* bad : {"-1", "", "x", "1001", "5ms"}) {
+    EXPECT_THROW(create_null_sink({{"delay_ms", bad}}), ConfigError) << bad;
   }
   try {
     create_null_sink({{"bootstrap.servers", "x"}});
@@ -94,6 +99,24 @@ TEST(NullSink, ThrowEveryThrowsFromSend) {
   EXPECT_THROW(sink->send(batch(3), outcomes, std::chrono::milliseconds(0)), std::runtime_error);
   EXPECT_NO_THROW(sink->send(batch(3), outcomes, std::chrono::milliseconds(0)));
   EXPECT_THROW(outbox::sinks::create_null_sink({{"throw_every", "0"}}), outbox::sinks::ConfigError);
+}
+
+}  // namespace
+
+namespace {
+
+// delay_ms: each send() takes at least that long, and still acknowledges every message.
+TEST(NullSink, DelayMsSlowsEverySend) {
+  using namespace std::chrono;
+  auto sink = outbox::sinks::create_null_sink({{"delay_ms", "20"}});
+  EXPECT_EQ(sink->describe(), "null delay_ms=20");
+  std::vector<outbox::sinks::Outcome> outcomes(4);
+  const auto start = steady_clock::now();
+  sink->send(batch(4), outcomes, 1s);
+  sink->send(batch(4), outcomes, 1s);
+  EXPECT_GE(steady_clock::now() - start, 40ms);
+  for (const auto& outcome : outcomes) EXPECT_EQ(outcome.delivery, outbox::sinks::Delivery::kAcked);
+  EXPECT_EQ(outbox::sinks::create_null_sink({{"delay_ms", "0"}})->describe(), "null");
 }
 
 }  // namespace
