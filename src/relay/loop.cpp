@@ -1,0 +1,249 @@
+// The relay's loop: read the sink configuration when it changed, run one pass (a
+// transaction of batches, pipeline.cpp), write the sink's log lines, wait for a commit's
+// wake-up or outbox.poll_interval. After a failure it backs off, with no transaction open.
+#include <algorithm>
+#include <cmath>
+
+#include "relay/relay.hpp"
+
+#include "pg/boundary.hpp"
+#include "pg/settings.hpp"
+
+extern "C" {
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/wait_event.h"
+}
+
+namespace outbox::pg::relay {
+namespace {
+
+// Under a stream of commits faster than this (events per second, a moving average with the
+// time constant below), batches start at most every outbox.min_batch_interval; the stream
+// stays heavy until it falls under half that rate. Slower streams (200 commits/s: the
+// latency target), and bursts of a few commits, are sent a commit at a time.
+constexpr double kGatherAbovePerSecond = 1000;
+constexpr double kStreamRateTimeConstantUs = 50 * 1000;
+// With no sink, how often the relay looks for configure_sink() (see wait()).
+constexpr int kUnconfiguredCheckMs = 10;
+
+}  // namespace
+
+Relay::Relay(int index) : rng_(static_cast<uint64>(MyProcPid) * 2654435761u), report_(index) {}
+
+void Relay::run() {
+  iteration_ = guard([] {
+    return AllocSetContextCreate(TopMemoryContext, "outbox relay", ALLOCSET_DEFAULT_SIZES);
+  });
+  guard([&] { queue_.init(); });
+  for (Batch& batch : batches_) {
+    batch.memory = guard([] {
+      return AllocSetContextCreate(TopMemoryContext, "outbox relay batch", ALLOCSET_DEFAULT_SIZES);
+    });
+  }
+  report_.counters().pid = MyProcPid;
+  report_.publish(WorkerState::kStarting);
+  while (!ShutdownRequestPending) {
+    guard([&] {
+      MemoryContextSwitchTo(iteration_);
+      MemoryContextReset(iteration_);
+      if (ConfigReloadPending) {
+        ConfigReloadPending = false;
+        ProcessConfigFile(PGC_SIGHUP);
+      }
+    });
+    const int wait_ms = step();
+    session_.write_log();
+    wait(wait_ms);
+  }
+  session_.drop();  // flushes and closes the client library
+}
+
+// One pass; returns how long to wait before the next one.
+int Relay::step() {
+  try {
+    const bool ready = session_.ensure(iteration_);
+    if (session_.take_new_extension()) mark_.forget();
+    if (!ready) return settings.poll_interval_ms;
+    WorkerCounters& counters = report_.counters();
+    const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
+    if (now < counters.backoff_until) {
+      return static_cast<int>((counters.backoff_until - now) / 1000) + 1;
+    }
+    // Under a stream of small commits every one of them wakes the relay, and a batch per
+    // commit costs CPU that writers need, even when each batch finds one event (a single
+    // fast writer). While the stream is heavy (see kGatherAbovePerSecond), the next batch
+    // starts outbox.min_batch_interval after the last one, so that commits gather. Slower
+    // streams, and an idle relay, send a commit at once.
+    const TimestampTz gather_until =
+        last_batch_start_ + static_cast<TimestampTz>(settings.min_batch_interval_ms) * 1000;
+    if (gather_next_ && now < gather_until) {
+      guard([&] { pg_usleep(gather_until - now); });
+    }
+    const TimestampTz previous_start = last_batch_start_;
+    last_batch_start_ = guard([] { return GetCurrentTimestamp(); });
+    BatchResult result = run_transaction();
+    measure_stream(result.fetched, last_batch_start_ - previous_start);
+    gather_next_ = heavy_stream_ && !result.full;
+    // At shutdown the sink stops waiting: not an outage to log or back off from.
+    if ((result.unavailable > 0 || result.abandoned) && ShutdownRequestPending) return 0;
+    // A new configuration came while a batch waited: the new sink takes it from the mark.
+    if (result.unavailable > 0 && session_.changed()) {
+      mark_.restart_tracking();
+      return 0;
+    }
+    if (result.unavailable > 0) return back_off(result.first_unavailable);
+    // Not sent while waiting for the standbys (a reload, a new sink): at once, from the mark.
+    if (result.abandoned) {
+      mark_.restart_tracking();
+      return 0;
+    }
+    failures_ = 0;
+    counters.backoff_until = 0;
+    report_.publish(WorkerState::kIdle);
+    if (result.full) return 0;
+    // A commit woke this pass, but the check that finds late events in the gaps was skipped
+    // (the last one was too recent): come back when it is due, not after poll_interval, or
+    // a late commit could wait that long.
+    const TimestampTz due = mark_.skipped_check_due();
+    if (due != 0) {
+      const TimestampTz now_after = guard([] { return GetCurrentTimestamp(); });
+      return std::min<int>(settings.poll_interval_ms,
+                           static_cast<int>(std::max<TimestampTz>(0, due - now_after) / 1000) + 1);
+    }
+    return settings.poll_interval_ms;
+  } catch (const PgError& e) {
+    abort_transaction();
+    guard([&] {
+      ErrorData* data = e.data();
+      data->elevel = LOG;
+      data->output_to_client = false;
+      ThrowErrorData(data);
+    });
+    return back_off(e.what());
+  } catch (const std::exception& e) {
+    abort_transaction();
+    return back_off(e.what());
+  }
+}
+
+// The event rate: a moving average of what each batch found over the time since the one
+// before (with a single time constant, each event adds 1 / kStreamRateTimeConstantUs however
+// the batches fall). Heavy from kGatherAbovePerSecond down to half of it: a dip in one
+// gathering interval does not bring back a batch per commit.
+void Relay::measure_stream(int events, TimestampTz elapsed_us) {
+  if (elapsed_us <= 0) return;
+  const double sample = static_cast<double>(events) * USECS_PER_SEC / elapsed_us;
+  const double weight = 1.0 - std::exp(-elapsed_us / kStreamRateTimeConstantUs);
+  stream_rate_ += weight * (sample - stream_rate_);
+  heavy_stream_ =
+      stream_rate_ >= (heavy_stream_ ? kGatherAbovePerSecond / 2 : kGatherAbovePerSecond);
+}
+
+// Exponential back-off with jitter; no transaction is open while it runs.
+int Relay::back_off(const std::string& error) {
+  mark_.restart_tracking();
+  ++failures_;
+  const double base =
+      std::min<double>(settings.retry_backoff_max_ms,
+                       settings.retry_backoff_min_ms * std::pow(2.0, std::min(failures_ - 1, 30)));
+  std::uniform_real_distribution<double> jitter(0.5, 1.0);
+  const int delay_ms = std::max(1, static_cast<int>(base * jitter(rng_)));
+  report_.record_error(error);
+  const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
+  report_.counters().backoff_until = now + static_cast<TimestampTz>(delay_ms) * 1000;
+  report_.publish(WorkerState::kBackoff);
+  // Log the first failure and then at doubling intervals, not every retry.
+  if ((failures_ & (failures_ - 1)) == 0) {
+    guard([&] {
+      ereport(LOG, (errmsg("outbox relay %d: %s; retrying in %d ms (failure %d)", report_.number(),
+                           error.c_str(), delay_ms, failures_)));
+    });
+  }
+  return delay_ms;
+}
+
+void Relay::wait(int timeout_ms) {
+  const bool nothing_configured = session_.nothing_configured();
+  guard([&] {
+    if (timeout_ms > 0 && nothing_configured) {
+      // Nothing to send with. Commits that enqueue still set the latch, and waiting on it
+      // would cost each of them a signal to this process, and this process a wake-up and a
+      // read of the configuration: look for configure_sink() every few milliseconds
+      // instead, off the latch. CREATE or ALTER EXTENSION is seen after poll_interval.
+      pgstat_report_activity(STATE_IDLE, "outbox relay: waiting for a sink");
+      for (int waited = 0; waited < timeout_ms && !ShutdownRequestPending && !ConfigReloadPending &&
+                           !session_.changed();
+           waited += kUnconfiguredCheckMs) {
+        (void)WaitLatch(nullptr, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+                        std::min(kUnconfiguredCheckMs, timeout_ms - waited), PG_WAIT_EXTENSION);
+      }
+    } else if (timeout_ms > 0) {
+      pgstat_report_activity(STATE_IDLE, "outbox relay: waiting for events");
+      (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, timeout_ms,
+                      PG_WAIT_EXTENSION);
+      ResetLatch(MyLatch);
+    }
+    CHECK_FOR_INTERRUPTS();
+  });
+}
+
+}  // namespace outbox::pg::relay
+
+void outbox_relay_main(Datum arg) {
+  const int index = DatumGetInt32(arg);
+  pqsignal(SIGHUP, SignalHandlerForConfigReload);
+  pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+  BackgroundWorkerUnblockSignals();
+  // The launcher found the database and passes its oid (pg/launcher.cpp).
+  Oid database;
+  memcpy(&database, MyBgworkerEntry->bgw_extra, sizeof(database));
+  BackgroundWorkerInitializeConnectionByOid(database, InvalidOid, 0);
+  pgstat_report_appname("outbox relay");
+  // The relay's own commits (the published marks) need not wait for the WAL flush: if a
+  // crash loses the last ones, those events are sent again, which at-least-once delivery
+  // allows anyway. It saves an fsync per batch, which is most of a batch's latency.
+  SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+  // The relay's plans are generic, made once and kept: planning a custom plan for every
+  // batch cost up to a sixth of its time (the selectivity of each of 1000 ctids). No
+  // sequential scan fits any of its queries (they all have an index or a TID scan), but
+  // one made while a partition was new and empty would stay cached as it fills.
+  SetConfigOption("enable_seqscan", "off", PGC_SUSET, PGC_S_OVERRIDE);
+  // A disabled scan's cost (reading the sequence, a one-row table) would trigger JIT
+  // compilation on every execution; the relay's queries are small anyway.
+  SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+  // Each statement needs a new snapshot: the low-water mark reads the sequence and then
+  // needs a snapshot taken after it; FOR UPDATE SKIP LOCKED needs no serialization errors.
+  SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
+  outbox::pg::relay_worker_attach(index);
+
+  // Past this point errors are C++ exceptions. Anything that escapes the loop ends the
+  // worker with exit code 1, and no other backend is disturbed (a death by signal would
+  // restart them all); the launcher starts it again.
+  int exit_code = 0;
+  char why[256] = "";
+  try {
+    outbox::pg::relay::Relay relay(index);
+    relay.run();
+  } catch (const outbox::pg::PgError& e) {
+    ErrorData* data = e.data();
+    snprintf(why, sizeof(why), "stopped after an error: %s", e.what());
+    data->elevel = LOG;
+    outbox::pg::guard([&] { ThrowErrorData(data); });
+    exit_code = 1;
+  } catch (const std::exception& e) {
+    snprintf(why, sizeof(why), "stopped after an unexpected error: %s", e.what());
+    elog(LOG, "outbox relay %d: %s", index + 1, why);
+    exit_code = 1;
+  } catch (...) {
+    snprintf(why, sizeof(why), "stopped after an unexpected error");
+    elog(LOG, "outbox relay %d: %s", index + 1, why);
+    exit_code = 1;
+  }
+  // outbox.status shows why it stopped.
+  outbox::pg::relay_worker_detach(index, why[0] != '\0' ? why : nullptr);
+  proc_exit(exit_code);
+}
