@@ -2,7 +2,6 @@
 // transaction of batches, pipeline.cpp), write the sink's log lines, wait for a commit's
 // wake-up or outbox.poll_interval. After a failure it backs off, with no transaction open.
 #include <algorithm>
-#include <cmath>
 
 #include "relay/relay.hpp"
 
@@ -21,12 +20,6 @@ extern "C" {
 namespace outbox::pg::relay {
 namespace {
 
-// Under a stream of commits faster than this (events per second, a moving average with the
-// time constant below), batches start at most every outbox.min_batch_interval; the stream
-// stays heavy until it falls under half that rate. Slower streams (200 commits/s: the
-// latency target), and bursts of a few commits, are sent a commit at a time.
-constexpr double kGatherAbovePerSecond = 1000;
-constexpr double kStreamRateTimeConstantUs = 50 * 1000;
 // With no sink, how often the relay looks for configure_sink() (see wait()).
 constexpr int kUnconfiguredCheckMs = 10;
 
@@ -73,21 +66,13 @@ int Relay::step() {
     if (now < counters.backoff_until) {
       return static_cast<int>((counters.backoff_until - now) / 1000) + 1;
     }
-    // Under a stream of small commits every one of them wakes the relay, and a batch per
-    // commit costs CPU that writers need, even when each batch finds one event (a single
-    // fast writer). While the stream is heavy (see kGatherAbovePerSecond), the next batch
-    // starts outbox.min_batch_interval after the last one, so that commits gather. Slower
-    // streams, and an idle relay, send a commit at once.
-    const TimestampTz gather_until =
-        last_batch_start_ + static_cast<TimestampTz>(settings.min_batch_interval_ms) * 1000;
-    if (gather_next_ && now < gather_until) {
-      guard([&] { pg_usleep(gather_until - now); });
-    }
-    const TimestampTz previous_start = last_batch_start_;
-    last_batch_start_ = guard([] { return GetCurrentTimestamp(); });
+    // Under a heavy stream of commits, they gather (core/pacing.hpp).
+    const int64 gather_us =
+        pacer_.wait_us(now, static_cast<int64>(settings.min_batch_interval_ms) * 1000);
+    if (gather_us > 0) guard([&] { pg_usleep(gather_us); });
+    pacer_.started(guard([] { return GetCurrentTimestamp(); }));
     BatchResult result = run_transaction();
-    measure_stream(result.fetched, last_batch_start_ - previous_start);
-    gather_next_ = heavy_stream_ && !result.full;
+    pacer_.finished(result.fetched, result.full);
     // At shutdown the sink stops waiting: not an outage to log or back off from.
     if ((result.unavailable > 0 || result.abandoned) && ShutdownRequestPending) return 0;
     // A new configuration came while a batch waited: the new sink takes it from the mark.
@@ -130,28 +115,13 @@ int Relay::step() {
   }
 }
 
-// The event rate: a moving average of what each batch found over the time since the one
-// before (with a single time constant, each event adds 1 / kStreamRateTimeConstantUs however
-// the batches fall). Heavy from kGatherAbovePerSecond down to half of it: a dip in one
-// gathering interval does not bring back a batch per commit.
-void Relay::measure_stream(int events, TimestampTz elapsed_us) {
-  if (elapsed_us <= 0) return;
-  const double sample = static_cast<double>(events) * USECS_PER_SEC / elapsed_us;
-  const double weight = 1.0 - std::exp(-elapsed_us / kStreamRateTimeConstantUs);
-  stream_rate_ += weight * (sample - stream_rate_);
-  heavy_stream_ =
-      stream_rate_ >= (heavy_stream_ ? kGatherAbovePerSecond / 2 : kGatherAbovePerSecond);
-}
-
 // Exponential back-off with jitter; no transaction is open while it runs.
 int Relay::back_off(const std::string& error) {
   mark_.restart_tracking();
   ++failures_;
-  const double base =
-      std::min<double>(settings.retry_backoff_max_ms,
-                       settings.retry_backoff_min_ms * std::pow(2.0, std::min(failures_ - 1, 30)));
-  std::uniform_real_distribution<double> jitter(0.5, 1.0);
-  const int delay_ms = std::max(1, static_cast<int>(base * jitter(rng_)));
+  const int delay_ms = pacing::with_jitter(
+      pacing::backoff_ms(settings.retry_backoff_min_ms, settings.retry_backoff_max_ms, failures_),
+      rng_);
   report_.record_error(error);
   const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
   report_.counters().backoff_until = now + static_cast<TimestampTz>(delay_ms) * 1000;

@@ -5,7 +5,6 @@
 //   -> UPDATE <partition> SET published_at = ... WHERE ctid = ANY(...)
 // A rejected event gets one attempt more and a retry time, or is dead-lettered.
 #include <algorithm>
-#include <cmath>
 
 #include "relay/relay.hpp"
 
@@ -221,13 +220,13 @@ void Queue::mark_acked(const Fetched& batch, const std::vector<sinks::Outcome>& 
 // cleared: it leaves the retry index).
 bool Queue::mark_rejected(const Row& row, const std::string& error) {
   const bool dead = row.attempts + 1 >= settings.max_attempts;
-  const double base =
-      std::min<double>(settings.retry_backoff_max_ms,
-                       settings.retry_backoff_min_ms * std::pow(2.0, std::min(row.attempts, 30)));
+  // No jitter: one relay fetches the due retries together anyway (docs/reference.md).
+  const int delay_ms = pacing::backoff_ms(settings.retry_backoff_min_ms,
+                                          settings.retry_backoff_max_ms, row.attempts + 1);
   SPIPlanPtr plan = partition_plan(reject_plans_, row.rel, true);
   const TimestampTz retry_at = guard([&] {
     const TimestampTz now = GetCurrentTimestamp();
-    const TimestampTz at = now + static_cast<TimestampTz>(base) * 1000;
+    const TimestampTz at = now + static_cast<TimestampTz>(delay_ms) * 1000;
     Datum params[4] = {PointerGetDatum(&row.tid), CStringGetTextDatum(error.c_str()),
                        TimestampTzGetDatum(at), TimestampTzGetDatum(now)};
     const char nulls[4] = {' ', ' ', dead ? 'n' : ' ', dead ? ' ' : 'n'};

@@ -24,6 +24,7 @@
 
 #include <boost/container/flat_map.hpp>
 
+#include "core/pacing.hpp"
 #include "core/seq_gaps.hpp"
 #include "pg/postgres.hpp"
 #include "pg/relay_shmem.hpp"
@@ -286,7 +287,6 @@ class Relay {
  private:
   // loop.cpp
   int step();
-  void measure_stream(int events, TimestampTz elapsed_us);
   int back_off(const std::string& error);
   void wait(int timeout_ms);
   // pipeline.cpp
@@ -304,12 +304,9 @@ class Relay {
   SinkSession session_{report_};
   LowWater mark_;
   Queue queue_;
+  // Sink-wide failures in a row (the back-off's attempt).
   int failures_ = 0;
-  TimestampTz last_batch_start_ = 0;
-  bool gather_next_ = false;
-  // Events per second (see measure_stream).
-  double stream_rate_ = 0;
-  bool heavy_stream_ = false;
+  pacing::BatchPacer pacer_;
 };
 
 }  // namespace outbox::pg::relay
