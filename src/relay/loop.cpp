@@ -18,14 +18,9 @@ extern "C" {
 }
 
 namespace outbox::pg::relay {
-namespace {
 
-// With no sink, how often the relay looks for configure_sink() (see wait()).
-constexpr int kUnconfiguredCheckMs = 10;
-
-}  // namespace
-
-Relay::Relay(int index) : rng_(static_cast<uint64>(MyProcPid) * 2654435761u), report_(index) {}
+Relay::Relay(int index)
+    : index_(index), rng_(static_cast<uint64>(MyProcPid) * 2654435761u), report_(index) {}
 
 void Relay::run() {
   iteration_ = guard([] {
@@ -48,58 +43,67 @@ void Relay::run() {
         ProcessConfigFile(PGC_SIGHUP);
       }
     });
-    const int wait_ms = step();
+    const Pause pause = step();
     session_.write_log();
-    wait(wait_ms);
+    wait(pause);
   }
   session_.drop();  // flushes and closes the client library
 }
 
-// One pass; returns how long to wait before the next one.
-int Relay::step() {
+// One pass; returns how long to wait before the next one, and for what.
+Relay::Pause Relay::step() {
   try {
     const bool ready = session_.ensure(iteration_);
     if (session_.take_new_extension()) mark_.forget();
-    if (!ready) return settings.poll_interval_ms;
+    // Nothing to send with: configure_sink() and CREATE EXTENSION end the wait at their
+    // commit (they call outbox._notify_relay()); poll_interval is the fallback.
+    if (!ready) return {Pause::kForSink, settings.poll_interval_ms};
     WorkerCounters& counters = report_.counters();
     const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
     if (now < counters.backoff_until) {
-      return static_cast<int>((counters.backoff_until - now) / 1000) + 1;
+      return {Pause::kForEvents, static_cast<int>((counters.backoff_until - now) / 1000) + 1};
     }
-    // Under a heavy stream of commits, they gather (core/pacing.hpp).
+    // Under a heavy stream of commits, they gather (core/pacing.hpp): the loop waits, and the
+    // next pass sends them.
     const int64 gather_us =
         pacer_.wait_us(now, static_cast<int64>(settings.min_batch_interval_ms) * 1000);
-    if (gather_us > 0) guard([&] { pg_usleep(gather_us); });
-    pacer_.started(guard([] { return GetCurrentTimestamp(); }));
+    if (gather_us > 0) return {Pause::kGathering, static_cast<int>((gather_us + 999) / 1000)};
+    // Before the fetch's snapshot: a commit it does not see sets the latch.
+    wake_on_commit(true);
+    pacer_.started(now);
     BatchResult result = run_transaction();
     pacer_.finished(result.fetched, result.full);
     // At shutdown the sink stops waiting: not an outage to log or back off from.
-    if ((result.unavailable > 0 || result.abandoned) && ShutdownRequestPending) return 0;
+    if ((result.unavailable > 0 || result.abandoned) && ShutdownRequestPending) {
+      return {Pause::kForEvents, 0};
+    }
     // A new configuration came while a batch waited: the new sink takes it from the mark.
     if (result.unavailable > 0 && session_.changed()) {
       mark_.restart_tracking();
-      return 0;
+      return {Pause::kForEvents, 0};
     }
-    if (result.unavailable > 0) return back_off(result.first_unavailable);
+    if (result.unavailable > 0) return {Pause::kForEvents, back_off(result.first_unavailable)};
     // Not sent while waiting for the standbys (a reload, a new sink): at once, from the mark.
     if (result.abandoned) {
       mark_.restart_tracking();
-      return 0;
+      return {Pause::kForEvents, 0};
     }
     failures_ = 0;
     counters.backoff_until = 0;
     report_.publish(WorkerState::kIdle);
-    if (result.full) return 0;
+    if (result.full) return {Pause::kForEvents, 0};
     // A commit woke this pass, but the check that finds late events in the gaps was skipped
     // (the last one was too recent): come back when it is due, not after poll_interval, or
     // a late commit could wait that long.
     const TimestampTz due = mark_.skipped_check_due();
     if (due != 0) {
       const TimestampTz now_after = guard([] { return GetCurrentTimestamp(); });
-      return std::min<int>(settings.poll_interval_ms,
-                           static_cast<int>(std::max<TimestampTz>(0, due - now_after) / 1000) + 1);
+      return {
+          Pause::kForEvents,
+          std::min<int>(settings.poll_interval_ms,
+                        static_cast<int>(std::max<TimestampTz>(0, due - now_after) / 1000) + 1)};
     }
-    return settings.poll_interval_ms;
+    return {Pause::kForEvents, settings.poll_interval_ms};
   } catch (const PgError& e) {
     abort_transaction();
     guard([&] {
@@ -108,10 +112,10 @@ int Relay::step() {
       data->output_to_client = false;
       ThrowErrorData(data);
     });
-    return back_off(e.what());
+    return {Pause::kForEvents, back_off(e.what())};
   } catch (const std::exception& e) {
     abort_transaction();
-    return back_off(e.what());
+    return {Pause::kForEvents, back_off(e.what())};
   }
 }
 
@@ -136,29 +140,42 @@ int Relay::back_off(const std::string& error) {
   return delay_ms;
 }
 
-void Relay::wait(int timeout_ms) {
-  const bool nothing_configured = session_.nothing_configured();
+// Always on the latch, which a signal (reload, shutdown), a new sink configuration and the
+// postmaster's death set. A commit that enqueued sets it only while the relay waits for
+// events: with no sink there is nothing to send its events with, and while commits gather
+// the relay waits for them on purpose. Then the committers skip the signal (a syscall each)
+// and the relay does not wake for each of them.
+void Relay::wait(Pause pause) {
+  const bool for_events = pause.kind == Pause::kForEvents;
+  wake_on_commit(for_events);
   guard([&] {
-    if (timeout_ms > 0 && nothing_configured) {
-      // Nothing to send with. Commits that enqueue still set the latch, and waiting on it
-      // would cost each of them a signal to this process, and this process a wake-up and a
-      // read of the configuration: look for configure_sink() every few milliseconds
-      // instead, off the latch. CREATE or ALTER EXTENSION is seen after poll_interval.
+    if (pause.kind == Pause::kForSink) {
       pgstat_report_activity(STATE_IDLE, "outbox relay: waiting for a sink");
-      for (int waited = 0; waited < timeout_ms && !ShutdownRequestPending && !ConfigReloadPending &&
-                           !session_.changed();
-           waited += kUnconfiguredCheckMs) {
-        (void)WaitLatch(nullptr, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-                        std::min(kUnconfiguredCheckMs, timeout_ms - waited), PG_WAIT_EXTENSION);
-      }
-    } else if (timeout_ms > 0) {
+    } else if (for_events && pause.ms > 0) {
       pgstat_report_activity(STATE_IDLE, "outbox relay: waiting for events");
-      (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, timeout_ms,
+    }
+    if (!for_events) {
+      // An earlier commit's wake-up is of no use here: its events wait for a sink, or for
+      // the batch after this wait, which sees them. What else ends the wait is checked once
+      // the latch is reset.
+      ResetLatch(MyLatch);
+      CHECK_FOR_INTERRUPTS();
+      if (ShutdownRequestPending || ConfigReloadPending || session_.changed()) return;
+    }
+    if (pause.ms > 0) {
+      (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, pause.ms,
                       PG_WAIT_EXTENSION);
       ResetLatch(MyLatch);
     }
     CHECK_FOR_INTERRUPTS();
   });
+}
+
+// In the relay's shared-memory slot, read by every commit that enqueued (pg/relay_shmem.hpp).
+void Relay::wake_on_commit(bool wake) {
+  if (wake == wake_on_commit_) return;
+  relay_worker_wake_on_commit(index_, wake);
+  wake_on_commit_ = wake;
 }
 
 }  // namespace outbox::pg::relay

@@ -26,6 +26,8 @@ namespace {
 // While batches come full, a transaction pipelines up to this many (its row locks and marks
 // wait for its commit; the last batch's acknowledgements are not overlapped).
 constexpr int kMaxBatchesPerTransaction = 8;
+// The longest wait between two looks at the synchronous standbys (see make_durable()).
+constexpr int kStandbyPollMaxMs = 100;
 
 // The first lock of every batch transaction: outbox.events, before relay_state, the sequence
 // or a partition. DROP EXTENSION takes this one first too (pg/drop_guard.cpp), so the two
@@ -165,19 +167,25 @@ void Relay::finish_batch(Batch& batch, BatchResult& result) {
 bool Relay::make_durable() {
   const XLogRecPtr lsn = guard([] { return flush_visible_commits(); });
   if (!settings.wait_for_sync_standbys) return true;
-  bool announced = false;
+  int polls = 0;
   while (guard([lsn] { return sync_standbys_behind(lsn); })) {
-    if (!announced) {
+    if (polls == 0) {
       report_.publish(WorkerState::kWaitingForStandbys);
       guard([] {
         pgstat_report_activity(STATE_RUNNING, "outbox relay: waiting for synchronous standbys");
       });
-      announced = true;
     }
     if (ShutdownRequestPending || ConfigReloadPending || session_.changed()) return false;
-    // Off the latch: a commit's wake-up stays set for the pass after this one.
-    guard([] {
-      (void)WaitLatch(nullptr, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10, PG_WAIT_EXTENSION);
+    // No latch tells the relay that the standbys moved: the walsenders set the latches of
+    // the backends queued in SyncRepWaitForLSN only, and that wait can be given up neither
+    // for a reload or a new sink nor at a shutdown (SIGTERM here does not set
+    // ProcDiePending). So the relay polls, off its latch (a commit's wake-up stays set for
+    // the pass after this one), after 1, 2, 4 ... ms and then every kStandbyPollMaxMs: a
+    // standby that keeps up is seen within a few milliseconds, one that is down costs ten
+    // wake-ups a second.
+    const int ms = pacing::backoff_ms(1, kStandbyPollMaxMs, ++polls);
+    guard([ms] {
+      (void)WaitLatch(nullptr, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ms, PG_WAIT_EXTENSION);
       CHECK_FOR_INTERRUPTS();
     });
   }

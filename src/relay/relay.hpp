@@ -146,9 +146,6 @@ class SinkSession {
   bool take_new_extension();
   // The configuration changed since ensure() read it.
   bool changed() const;
-  // The last read of the configuration found nothing to send with (no extension, not
-  // updated, or unconfigured).
-  bool nothing_configured() const { return nothing_configured_; }
   sinks::Sink& sink() { return *sink_; }
   const std::string& name() const { return name_; }
   // Destroys the sink (and with it, its client library's threads and buffers).
@@ -177,7 +174,6 @@ class SinkSession {
   // The installation of the extension the relay works for (pg_extension's oid).
   Oid extension_ = InvalidOid;
   bool new_extension_ = false;
-  bool nothing_configured_ = false;
   TimestampTz config_updated_at_ = 0;
 };
 
@@ -285,10 +281,22 @@ class Relay {
   void run();
 
  private:
+  // What a pass asks the loop to wait for. Every wait ends at its timeout, at a signal
+  // (reload, shutdown) and at a new sink configuration.
+  struct Pause {
+    enum Kind {
+      kForEvents,  // and for a commit that enqueued: the next pass sends its events
+      kForSink,    // nothing to send with: commits that enqueue do not wake the relay
+      kGathering,  // commits gather for the next batch (core/pacing.hpp): they do not wake it
+    } kind;
+    int ms;
+  };
+
   // loop.cpp
-  int step();
+  Pause step();
   int back_off(const std::string& error);
-  void wait(int timeout_ms);
+  void wait(Pause pause);
+  void wake_on_commit(bool wake);
   // pipeline.cpp
   BatchResult run_transaction();
   void start_batch(Batch& batch);
@@ -296,15 +304,18 @@ class Relay {
   bool make_durable();
   void abort_transaction();
 
+  const int index_;
   std::mt19937_64 rng_;
   MemoryContext iteration_ = nullptr;
+  // What the relay's shared-memory slot says: commits that enqueue set its latch.
+  bool wake_on_commit_ = true;
   Report report_;
   // Before the session: a batch's messages outlive the sink that may still read them.
   Batch batches_[2];
   SinkSession session_{report_};
   LowWater mark_;
   Queue queue_;
-  // Sink-wide failures in a row (the back-off's attempt).
+  // Failed passes in a row: the back-off's attempt.
   int failures_ = 0;
   pacing::BatchPacer pacer_;
 };

@@ -69,7 +69,6 @@ bool SinkSession::ensure(MemoryContext iteration) {
   });
   commit_worker_transaction(iteration);
   generation_ = generation;
-  nothing_configured_ = !config.has_extension || config.needs_update || !config.configured;
 
   if (!config.has_extension || config.needs_update || config.extension != extension_) {
     // A re-created extension has a new sequence: read the mark again when it is back. Its
