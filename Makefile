@@ -4,7 +4,7 @@ EXTVERSION = 0.4.0
 MODULE_big = outbox
 # The option rules of src/sinks are shared: configure_sink applies them before a sink sees its
 # options (src/pg/sink_loader.cpp), and the sinks again.
-SRCS = $(wildcard src/*.cpp src/core/*.cpp src/pg/*.cpp) src/sinks/option_rules.cpp
+SRCS = $(wildcard src/*.cpp src/core/*.cpp src/pg/*.cpp src/relay/*.cpp) src/sinks/option_rules.cpp
 OBJS = $(SRCS:.cpp=.o)
 # The install and update scripts sit beside outbox.control (as in contrib): sql/ holds
 # only the pg_regress tests.

@@ -471,7 +471,7 @@ OUTBOX_FUNCTION(outbox_enqueue_batch) {
 // outbox._next_seq(regclass): the default of outbox.events.seq. The transaction gets its
 // xid before the sequence value, so once a snapshot's xmin has passed the next xid read
 // after the sequence, no transaction that could still commit an event at or below that
-// value is running. The relay's low-water mark relies on it (src/relay_worker.cpp).
+// value is running. The relay's low-water mark relies on it (src/relay/low_water.cpp).
 OUTBOX_FUNCTION(outbox_next_seq) {
   return guard([&] {
     (void)GetTopTransactionId();

@@ -19,7 +19,8 @@ namespace {
 struct Slot {
   slock_t mutex;
   bool in_use;
-  PGPROC* proc;  // the worker's PGPROC: its procLatch is what we set
+  PGPROC* proc;         // the worker's PGPROC: its procLatch is what we set
+  bool wake_on_commit;  // commits that only enqueued set the latch
   WorkerCounters counters;
   TimestampTz restart_at;
   char detail[256];
@@ -60,11 +61,14 @@ void shmem_startup() {
   LWLockRelease(AddinShmemInitLock);
 }
 
-void wake_workers() {
+// Runs once the commit is visible (transaction callbacks come after ProcArrayEndTransaction),
+// and a relay turns wake_on_commit on before it takes its fetch's snapshot: under the slot's
+// spinlock, either this reads it on and sets the latch, or that snapshot sees the commit.
+void wake_workers(bool config_changed) {
   for (int i = 0; i < shared->workers; ++i) {
     Slot& slot = shared->slots[i];
     SpinLockAcquire(&slot.mutex);
-    PGPROC* proc = slot.in_use ? slot.proc : nullptr;
+    PGPROC* proc = slot.in_use && (config_changed || slot.wake_on_commit) ? slot.proc : nullptr;
     SpinLockRelease(&slot.mutex);
     if (proc != nullptr) SetLatch(&proc->procLatch);
   }
@@ -76,7 +80,7 @@ void xact_callback(XactEvent event, void*) {
     case XACT_EVENT_PARALLEL_COMMIT:
       if (shared != nullptr) {
         if (config_pending) pg_atomic_fetch_add_u32(&shared->config_generation, 1);
-        if (wake_pending || config_pending) wake_workers();
+        if (wake_pending || config_pending) wake_workers(config_pending);
       }
       wake_pending = config_pending = false;
       break;
@@ -131,6 +135,7 @@ void relay_worker_attach(int index) {
   SpinLockAcquire(&slot.mutex);
   slot.in_use = true;
   slot.proc = MyProc;
+  slot.wake_on_commit = true;
   memset(&slot.counters, 0, sizeof(slot.counters));
   slot.counters.pid = MyProcPid;
   slot.counters.state = WorkerState::kStarting;
@@ -150,6 +155,13 @@ void relay_worker_detach(int index, const char* why) {
     strlcpy(slot.counters.last_error, why, sizeof(slot.counters.last_error));
     slot.counters.last_error_at = now;
   }
+  SpinLockRelease(&slot.mutex);
+}
+
+void relay_worker_wake_on_commit(int index, bool wake) {
+  Slot& slot = shared->slots[index];
+  SpinLockAcquire(&slot.mutex);
+  slot.wake_on_commit = wake;
   SpinLockRelease(&slot.mutex);
 }
 

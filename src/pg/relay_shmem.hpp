@@ -4,7 +4,11 @@
 //
 // Wake at commit: a transaction that enqueued sets a flag; at COMMIT a transaction callback
 // sets the relay workers' latches (pg_net's model). No NOTIFY: it serialises committers on a
-// global lock (measured here: -40 % writer throughput at 8 writers, -55 % at 32).
+// global lock (measured here: -40 % writer throughput at 8 writers, -55 % at 32). A commit
+// that asked for a configuration reload (relay_wake_at_commit(true): configure_sink,
+// unconfigure_sink, CREATE EXTENSION, DROP EXTENSION) moves the configuration generation and
+// sets every relay's latch; a commit that only enqueued sets the latches of the relays that
+// want commit wake-ups (a relay with no sink, or one that lets commits gather, does not).
 #pragma once
 
 #include "pg/postgres.hpp"
@@ -62,6 +66,10 @@ void relay_worker_detach(int index, const char* why);
 
 // Worker side: publish counters (copied under the slot's spinlock).
 void relay_worker_publish(int index, const WorkerCounters& counters);
+// Worker side: whether commits that enqueued set its latch (yes from attach on). A signal
+// to a relay that has nothing to do with it costs the committer a syscall and the relay a
+// wake-up. Configuration changes set the latch either way.
+void relay_worker_wake_on_commit(int index, bool wake);
 // Launcher side: whether a relay runs in the slot; why none does and when one starts.
 bool relay_slot_in_use(int index);
 void relay_slot_explain(int index, const char* detail, TimestampTz restart_at);

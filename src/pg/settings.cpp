@@ -109,7 +109,8 @@ void define_settings() {
                           3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr, nullptr);
   DefineCustomIntVariable(
       "outbox.retry_backoff_max", "Longest back-off after repeated failures.",
-      "Back-off doubles from outbox.retry_backoff_min up to this, with random jitter.",
+      "Back-off doubles from outbox.retry_backoff_min up to this; after a sink outage, with "
+      "random jitter.",
       &settings.retry_backoff_max_ms, settings.retry_backoff_max_ms, 1, 24 * 3600 * 1000,
       PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr, nullptr);
 

@@ -179,6 +179,46 @@ wait_published($node, q{aggregatetype = 'paused'}, 'configured again: the waitin
 is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE aggregatetype = 'paused' AND published_at IS NOT NULL}),
 	$paused, 'configured again: the published ids are the enqueued ids');
 
+# An unconfigured relay sleeps on its latch: it neither polls every few milliseconds nor
+# wakes for the commits that enqueue (it tells them it does not want their wake-ups), but
+# configure_sink()'s commit wakes it at once. The fallback poll is at an hour: only that
+# commit can send the waiting events within the test's deadline.
+$node->safe_psql('postgres', q{ALTER SYSTEM SET outbox.poll_interval = '1h'; SELECT pg_reload_conf();});
+wait_relay_reloaded($node, { 'outbox.poll_interval' => 3600000 }, 'the relay has read the poll at an hour');
+$node->safe_psql('postgres', q{SELECT outbox.unconfigure_sink()});
+ok( $node->poll_query_until('postgres', q{
+		SELECT query = 'outbox relay: waiting for a sink' FROM pg_stat_activity WHERE backend_type = 'outbox relay'}),
+	'unconfigured, the relay waits for a sink');
+my $relay_pid = $node->safe_psql('postgres', q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'outbox relay'});
+# The times the relay went to sleep (each wake-up ends in one).
+sub relay_sleeps {
+	my ($switches) = slurp_file("/proc/$relay_pid/status") =~ /^voluntary_ctxt_switches:\s+(\d+)/m;
+	return $switches;
+}
+my $sleeps_before = relay_sleeps();
+# Two seconds of commits that enqueue, one every 10 ms.
+my $asleep = ids($node, q{
+	CREATE TEMP TABLE asleep (id uuid);
+	DO $$ BEGIN
+	  FOR i IN 1 .. 200 LOOP
+	    INSERT INTO asleep SELECT outbox.enqueue('asleep', i::text, 'A', '{}');
+	    COMMIT;
+	    PERFORM pg_sleep(0.01);
+	  END LOOP;
+	END $$;
+	SELECT id FROM asleep});
+my $sleeps = relay_sleeps() - $sleeps_before;
+ok($sleeps < 20, "an unconfigured relay does not wake for 2 s of commits ($sleeps wake-ups)");
+is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.events WHERE aggregatetype = 'asleep' AND published_at IS NOT NULL}),
+	'0', 'and sends none of them');
+$node->safe_psql('postgres', q{SELECT outbox.configure_sink('null')});
+wait_published($node, q{aggregatetype = 'asleep'}, 'configure_sink wakes the relay: the waiting events are sent');
+is(scalar(@$asleep), 200, '200 commits enqueued');
+is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE aggregatetype = 'asleep' AND published_at IS NOT NULL}),
+	$asleep, 'configured: the published ids are the enqueued ids');
+$node->safe_psql('postgres', q{ALTER SYSTEM SET outbox.poll_interval = '200ms'; SELECT pg_reload_conf();});
+wait_relay_reloaded($node, { 'outbox.poll_interval' => 200 }, 'the relay has read the poll at 200 ms again');
+
 # Bad configuration is refused with a clear error, and the running sink is kept.
 ($rc, $out, $err) = $node->psql('postgres', q{SELECT outbox.configure_sink('nope')});
 like($err, qr/no sink named "nope"/, 'unknown sink refused');

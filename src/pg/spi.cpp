@@ -1,0 +1,56 @@
+#include "pg/spi.hpp"
+
+#include "pg/boundary.hpp"
+
+extern "C" {
+#include "pgstat.h"
+#include "utils/array.h"
+#include "utils/snapmgr.h"
+}
+
+namespace outbox::pg {
+
+SPIPlanPtr prepare_kept(const char* sql, int nargs, const Oid* types) {
+  // SPI takes the types as Oid* but only reads them.
+  SPIPlanPtr plan =
+      SPI_prepare_cursor(sql, nargs, const_cast<Oid*>(types), CURSOR_OPT_GENERIC_PLAN);
+  if (plan == nullptr) elog(ERROR, "outbox relay: SPI_prepare failed: %s", sql);
+  SPI_keepplan(plan);
+  return plan;
+}
+
+Datum int8_array(Datum* values, int n) {
+  return PointerGetDatum(construct_array(values, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
+}
+
+void begin_worker_transaction(const char* activity) {
+  guard([&] {
+    SetCurrentStatementStartTimestamp();
+    StartTransactionCommand();
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "outbox relay: SPI_connect failed");
+    PushActiveSnapshot(GetTransactionSnapshot());
+    pgstat_report_activity(STATE_RUNNING, activity);
+  });
+}
+
+void commit_worker_transaction(MemoryContext resume) {
+  guard([&] {
+    SPI_finish();
+    PopActiveSnapshot();
+    CommitTransactionCommand();
+    pgstat_report_stat(false);
+    MemoryContextSwitchTo(resume);
+  });
+}
+
+void abort_worker_transaction(MemoryContext resume) {
+  guard([&] {
+    if (IsTransactionState() || IsAbortedTransactionBlockState() ||
+        GetCurrentTransactionNestLevel() > 0) {
+      AbortCurrentTransaction();
+    }
+    MemoryContextSwitchTo(resume);
+  });
+}
+
+}  // namespace outbox::pg

@@ -1,0 +1,236 @@
+// The relay's loop: read the sink configuration when it changed, run one pass (a
+// transaction of batches, pipeline.cpp), write the sink's log lines, wait for a commit's
+// wake-up or outbox.poll_interval. After a failure it backs off, with no transaction open.
+#include <algorithm>
+
+#include "relay/relay.hpp"
+
+#include "pg/boundary.hpp"
+#include "pg/settings.hpp"
+
+extern "C" {
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/wait_event.h"
+}
+
+namespace outbox::pg::relay {
+
+Relay::Relay(int index)
+    : index_(index), rng_(static_cast<uint64>(MyProcPid) * 2654435761u), report_(index) {}
+
+void Relay::run() {
+  iteration_ = guard([] {
+    return AllocSetContextCreate(TopMemoryContext, "outbox relay", ALLOCSET_DEFAULT_SIZES);
+  });
+  guard([&] { queue_.init(); });
+  for (Batch& batch : batches_) {
+    batch.memory = guard([] {
+      return AllocSetContextCreate(TopMemoryContext, "outbox relay batch", ALLOCSET_DEFAULT_SIZES);
+    });
+  }
+  report_.counters().pid = MyProcPid;
+  report_.publish(WorkerState::kStarting);
+  while (!ShutdownRequestPending) {
+    guard([&] {
+      MemoryContextSwitchTo(iteration_);
+      MemoryContextReset(iteration_);
+      if (ConfigReloadPending) {
+        ConfigReloadPending = false;
+        ProcessConfigFile(PGC_SIGHUP);
+      }
+    });
+    const Pause pause = step();
+    session_.write_log();
+    wait(pause);
+  }
+  session_.drop();  // flushes and closes the client library
+}
+
+// One pass; returns how long to wait before the next one, and for what.
+Relay::Pause Relay::step() {
+  try {
+    const bool ready = session_.ensure(iteration_);
+    if (session_.take_new_extension()) mark_.forget();
+    // Nothing to send with: configure_sink() and CREATE EXTENSION end the wait at their
+    // commit (they call outbox._notify_relay()); poll_interval is the fallback.
+    if (!ready) return {Pause::kForSink, settings.poll_interval_ms};
+    WorkerCounters& counters = report_.counters();
+    const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
+    if (now < counters.backoff_until) {
+      return {Pause::kForEvents, static_cast<int>((counters.backoff_until - now) / 1000) + 1};
+    }
+    // Under a heavy stream of commits, they gather (core/pacing.hpp): the loop waits, and the
+    // next pass sends them.
+    const int64 gather_us =
+        pacer_.wait_us(now, static_cast<int64>(settings.min_batch_interval_ms) * 1000);
+    if (gather_us > 0) return {Pause::kGathering, static_cast<int>((gather_us + 999) / 1000)};
+    // Before the fetch's snapshot: a commit it does not see sets the latch.
+    wake_on_commit(true);
+    pacer_.started(now);
+    BatchResult result = run_transaction();
+    pacer_.finished(result.fetched, result.full);
+    // At shutdown the sink stops waiting: not an outage to log or back off from.
+    if ((result.unavailable > 0 || result.abandoned) && ShutdownRequestPending) {
+      return {Pause::kForEvents, 0};
+    }
+    // A new configuration came while a batch waited: the new sink takes it from the mark.
+    if (result.unavailable > 0 && session_.changed()) {
+      mark_.restart_tracking();
+      return {Pause::kForEvents, 0};
+    }
+    if (result.unavailable > 0) return {Pause::kForEvents, back_off(result.first_unavailable)};
+    // Not sent while waiting for the standbys (a reload, a new sink): at once, from the mark.
+    if (result.abandoned) {
+      mark_.restart_tracking();
+      return {Pause::kForEvents, 0};
+    }
+    failures_ = 0;
+    counters.backoff_until = 0;
+    report_.publish(WorkerState::kIdle);
+    if (result.full) return {Pause::kForEvents, 0};
+    // A commit woke this pass, but the check that finds late events in the gaps was skipped
+    // (the last one was too recent): come back when it is due, not after poll_interval, or
+    // a late commit could wait that long.
+    const TimestampTz due = mark_.skipped_check_due();
+    if (due != 0) {
+      const TimestampTz now_after = guard([] { return GetCurrentTimestamp(); });
+      return {
+          Pause::kForEvents,
+          std::min<int>(settings.poll_interval_ms,
+                        static_cast<int>(std::max<TimestampTz>(0, due - now_after) / 1000) + 1)};
+    }
+    return {Pause::kForEvents, settings.poll_interval_ms};
+  } catch (const PgError& e) {
+    abort_transaction();
+    guard([&] {
+      ErrorData* data = e.data();
+      data->elevel = LOG;
+      data->output_to_client = false;
+      ThrowErrorData(data);
+    });
+    return {Pause::kForEvents, back_off(e.what())};
+  } catch (const std::exception& e) {
+    abort_transaction();
+    return {Pause::kForEvents, back_off(e.what())};
+  }
+}
+
+// Exponential back-off with jitter; no transaction is open while it runs.
+int Relay::back_off(const std::string& error) {
+  mark_.restart_tracking();
+  ++failures_;
+  const int delay_ms = pacing::with_jitter(
+      pacing::backoff_ms(settings.retry_backoff_min_ms, settings.retry_backoff_max_ms, failures_),
+      rng_);
+  report_.record_error(error);
+  const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
+  report_.counters().backoff_until = now + static_cast<TimestampTz>(delay_ms) * 1000;
+  report_.publish(WorkerState::kBackoff);
+  // Log the first failure and then at doubling intervals, not every retry.
+  if ((failures_ & (failures_ - 1)) == 0) {
+    guard([&] {
+      ereport(LOG, (errmsg("outbox relay %d: %s; retrying in %d ms (failure %d)", report_.number(),
+                           error.c_str(), delay_ms, failures_)));
+    });
+  }
+  return delay_ms;
+}
+
+// Always on the latch, which a signal (reload, shutdown), a new sink configuration and the
+// postmaster's death set. A commit that enqueued sets it only while the relay waits for
+// events: with no sink there is nothing to send its events with, and while commits gather
+// the relay waits for them on purpose. Then the committers skip the signal (a syscall each)
+// and the relay does not wake for each of them.
+void Relay::wait(Pause pause) {
+  const bool for_events = pause.kind == Pause::kForEvents;
+  wake_on_commit(for_events);
+  guard([&] {
+    if (pause.kind == Pause::kForSink) {
+      pgstat_report_activity(STATE_IDLE, "outbox relay: waiting for a sink");
+    } else if (for_events && pause.ms > 0) {
+      pgstat_report_activity(STATE_IDLE, "outbox relay: waiting for events");
+    }
+    if (!for_events) {
+      // An earlier commit's wake-up is of no use here: its events wait for a sink, or for
+      // the batch after this wait, which sees them. What else ends the wait is checked once
+      // the latch is reset.
+      ResetLatch(MyLatch);
+      CHECK_FOR_INTERRUPTS();
+      if (ShutdownRequestPending || ConfigReloadPending || session_.changed()) return;
+    }
+    if (pause.ms > 0) {
+      (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, pause.ms,
+                      PG_WAIT_EXTENSION);
+      ResetLatch(MyLatch);
+    }
+    CHECK_FOR_INTERRUPTS();
+  });
+}
+
+// In the relay's shared-memory slot, read by every commit that enqueued (pg/relay_shmem.hpp).
+void Relay::wake_on_commit(bool wake) {
+  if (wake == wake_on_commit_) return;
+  relay_worker_wake_on_commit(index_, wake);
+  wake_on_commit_ = wake;
+}
+
+}  // namespace outbox::pg::relay
+
+void outbox_relay_main(Datum arg) {
+  const int index = DatumGetInt32(arg);
+  pqsignal(SIGHUP, SignalHandlerForConfigReload);
+  pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+  BackgroundWorkerUnblockSignals();
+  // The launcher found the database and passes its oid (pg/launcher.cpp).
+  Oid database;
+  memcpy(&database, MyBgworkerEntry->bgw_extra, sizeof(database));
+  BackgroundWorkerInitializeConnectionByOid(database, InvalidOid, 0);
+  pgstat_report_appname("outbox relay");
+  // The relay's own commits (the published marks) need not wait for the WAL flush: if a
+  // crash loses the last ones, those events are sent again, which at-least-once delivery
+  // allows anyway. It saves an fsync per batch, which is most of a batch's latency.
+  SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+  // The relay's plans are generic, made once and kept: planning a custom plan for every
+  // batch cost up to a sixth of its time (the selectivity of each of 1000 ctids). No
+  // sequential scan fits any of its queries (they all have an index or a TID scan), but
+  // one made while a partition was new and empty would stay cached as it fills.
+  SetConfigOption("enable_seqscan", "off", PGC_SUSET, PGC_S_OVERRIDE);
+  // A disabled scan's cost (reading the sequence, a one-row table) would trigger JIT
+  // compilation on every execution; the relay's queries are small anyway.
+  SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+  // Each statement needs a new snapshot: the low-water mark reads the sequence and then
+  // needs a snapshot taken after it; FOR UPDATE SKIP LOCKED needs no serialization errors.
+  SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
+  outbox::pg::relay_worker_attach(index);
+
+  // Past this point errors are C++ exceptions. Anything that escapes the loop ends the
+  // worker with exit code 1, and no other backend is disturbed (a death by signal would
+  // restart them all); the launcher starts it again.
+  int exit_code = 0;
+  char why[256] = "";
+  try {
+    outbox::pg::relay::Relay relay(index);
+    relay.run();
+  } catch (const outbox::pg::PgError& e) {
+    ErrorData* data = e.data();
+    snprintf(why, sizeof(why), "stopped after an error: %s", e.what());
+    data->elevel = LOG;
+    outbox::pg::guard([&] { ThrowErrorData(data); });
+    exit_code = 1;
+  } catch (const std::exception& e) {
+    snprintf(why, sizeof(why), "stopped after an unexpected error: %s", e.what());
+    elog(LOG, "outbox relay %d: %s", index + 1, why);
+    exit_code = 1;
+  } catch (...) {
+    snprintf(why, sizeof(why), "stopped after an unexpected error");
+    elog(LOG, "outbox relay %d: %s", index + 1, why);
+    exit_code = 1;
+  }
+  // outbox.status shows why it stopped.
+  outbox::pg::relay_worker_detach(index, why[0] != '\0' ? why : nullptr);
+  proc_exit(exit_code);
+}

@@ -1,0 +1,325 @@
+// The low-water mark. Every event with seq below it is published, dead-lettered or waiting
+// for a retry, so the scan for new events starts there, and no index has to mention
+// published_at: marking is a heap-only update (partitions keep free space on each page,
+// outbox.partition_fillfactor). The mark is not "id > last_id", which loses late commits:
+// it only passes a value once no transaction that could still commit an event at or below
+// it is running.
+//   - outbox._next_seq() gives a transaction its xid before its sequence value.
+//   - The relay reads the sequence (C) and then the next xid (N): every value <= C was
+//     taken by a transaction whose xid is < N.
+//   - Once a snapshot's xmin is >= N, all of those transactions have ended, and that
+//     snapshot sees every event <= C that will ever exist. The mark moves up to the first
+//     unpublished one of them (or C + 1).
+// The gaps. Each fetch continues after the last event it returned (the resume point), and
+// the values it passed over are this relay's gaps (core/seq_gaps.hpp): an event that had
+// not committed yet, one that never will (its transaction aborted), or one that another
+// worker held. Everything else below the resume point this relay has resolved itself. So a
+// late commit is found by probing the gaps, at each move of the mark (which also drops the
+// gaps up to C that hold nothing), and never by walking again over what was just published
+// (under a stream of concurrent commits, that walk was most of a batch's cost).
+// A long transaction holds xmin back and so holds the mark; nothing is skipped: the gaps
+// are still probed at every check while narrow (kEagerProbeMaxWidth), else every
+// outbox.poll_interval. Events waiting for a retry have next_attempt_at set and their own
+// partial index; they do not hold the mark.
+// docs/design.md, "The low-water mark", gives the proof.
+#include <algorithm>
+
+#include "relay/relay.hpp"
+
+#include "pg/boundary.hpp"
+#include "pg/settings.hpp"
+#include "pg/spi.hpp"
+
+extern "C" {
+#include "utils/xid8.h"
+}
+
+namespace outbox::pg::relay {
+namespace {
+
+// The events waiting in the gaps [$1[i], $2[i]], at most $3 per gap, with the gap's number;
+// by gap, and by seq within each (the gaps are sorted and disjoint, so by seq overall).
+// Every partition is read (no part_at bound): what this finds decides how far the mark
+// moves.
+constexpr const char* kProbeGapsSql =
+    "SELECT g.i, e.seq "
+    "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) WITH ORDINALITY "
+    "       AS g(lo, hi, i) "
+    "  CROSS JOIN LATERAL ( "
+    "    SELECT seq FROM outbox.events "
+    "     WHERE seq >= g.lo AND seq <= g.hi AND published_at IS NULL AND dead_at IS NULL "
+    "       AND next_attempt_at IS NULL "
+    "     ORDER BY seq LIMIT $3) e "
+    " ORDER BY g.i, e.seq";
+constexpr Oid kProbeGapsTypes[3] = {INT8ARRAYOID, INT8ARRAYOID, INT8OID};
+// More gaps than this merge (a wider gap costs a wider probe): a probe reads every
+// partition's index once per gap.
+constexpr std::size_t kMaxGapIntervals = 64;
+// While the mark is held, gaps of at most this many values in all are probed at every
+// check, wider ones every poll_interval (a probe reads every row its gaps cover).
+constexpr int64 kEagerProbeMaxWidth = 256;
+// The highest sequence value handed out so far; whether the sequence caches values (then a
+// value below it can still be handed out later, and the mark must not move); and its file
+// (a new one after ALTER SEQUENCE ... RESTART or TRUNCATE ... RESTART IDENTITY).
+constexpr const char* kSequenceSql =
+    "SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END, p.seqcache, "
+    "       pg_catalog.pg_relation_filenode('outbox.events_seq'::pg_catalog.regclass) "
+    "  FROM outbox.events_seq s, pg_catalog.pg_sequence p "
+    " WHERE p.seqrelid = 'outbox.events_seq'::pg_catalog.regclass";
+// NULL while a transaction older than next xid $1 runs; else the first new unpublished
+// event in [$2, $3] (past the resume point), or $3 + 1.
+constexpr const char* kLowWaterSql =
+    "SELECT CASE WHEN pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot()) >= $1 "
+    "  THEN coalesce((SELECT min(seq) FROM outbox.events "
+    "                  WHERE seq >= $2 AND seq <= $3 AND published_at IS NULL "
+    "                    AND dead_at IS NULL AND next_attempt_at IS NULL), $3 + 1) END";
+// How often the mark is moved and saved. Between moves the scan starts a little lower.
+constexpr int64 kLowWaterCheckUs = 10 * 1000;
+constexpr int64 kLowWaterSaveUs = 1000 * 1000;
+
+}  // namespace
+
+LowWater::LowWater() : gaps_(kMaxGapIntervals) {}
+
+// Its PostgreSQL calls run under guard(); the gaps (C++ containers) are changed outside it.
+void LowWater::advance(TimestampTz now) {
+  if (low_water_ < 0) {
+    guard([&] { read_mark(); });
+    restart_tracking();
+  }
+  if (horizon_valid_ && now - low_water_checked_at_ < kLowWaterCheckUs) {
+    check_skipped_ = true;
+    return;
+  }
+  check_skipped_ = false;
+  low_water_checked_at_ = now;
+  if (horizon_valid_) {
+    // NULL while a transaction that may still commit events <= C runs.
+    bool passed = false;
+    const int64 tail = guard([&] { return first_new_after_resume_point(passed); });
+    if (!passed) {
+      // Nothing can be dropped, but what committed late in the gaps is sent. Narrow gaps
+      // (the usual case: a few commits in flight, the long transaction's own events) are
+      // probed at every check; wide ones, which may cover many published rows, every
+      // poll_interval.
+      if (now >= gap_probe_at_ || gaps_.width() <= kEagerProbeMaxWidth) probe_gaps(now, -1);
+      return;
+    }
+    // Everything up to C is now visible: a gap up to C holds an event now or never.
+    probe_gaps(now, horizon_seq_);
+    int64 mark = tail;
+    if (!gaps_.empty()) mark = std::min(mark, gaps_.first());
+    low_water_ = std::max(low_water_, mark);
+    horizon_valid_ = false;
+  } else if (now >= gap_probe_at_) {
+    probe_gaps(now, -1);
+  }
+  if (guard([&] { return read_horizon(); })) restart_tracking();
+}
+
+// Runs inside guard(): the saved mark, when the relay starts or the extension came back.
+void LowWater::read_mark() {
+  int rc = SPI_execute("SELECT low_water, seq_filenode FROM outbox.relay_state", true, 1);
+  if (rc != SPI_OK_SELECT) elog(ERROR, "outbox relay: reading outbox.relay_state failed");
+  low_water_ = 0;
+  sequence_filenode_ = InvalidOid;
+  if (SPI_processed == 1) {
+    bool isnull;
+    Datum value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+    if (!isnull) low_water_ = DatumGetInt64(value);
+    value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+    if (!isnull) sequence_filenode_ = DatumGetObjectId(value);
+  }
+  low_water_saved_ = low_water_;
+  sequence_filenode_saved_ = sequence_filenode_;
+}
+
+// Runs inside guard(). With the horizon passed (passed = true): the first new unpublished
+// event past the resume point up to C, or C + 1.
+int64 LowWater::first_new_after_resume_point(bool& passed) {
+  if (low_water_plan_ == nullptr) {
+    Oid types[3] = {XID8OID, INT8OID, INT8OID};
+    low_water_plan_ = prepare_kept(kLowWaterSql, 3, types);
+  }
+  // Below the resume point only the gaps can hold an event; past it, the first one.
+  const int64 tail_from = fetch_from();
+  Datum params[3] = {FullTransactionIdGetDatum(horizon_xid_), Int64GetDatum(tail_from),
+                     Int64GetDatum(horizon_seq_)};
+  int rc = SPI_execute_plan(low_water_plan_, params, nullptr, false, 1);
+  if (rc != SPI_OK_SELECT || SPI_processed != 1) {
+    elog(ERROR, "outbox relay: computing the low-water mark failed");
+  }
+  bool isnull;
+  Datum tail = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+  passed = !isnull;
+  return passed ? DatumGetInt64(tail) : 0;
+}
+
+// Runs inside guard(). The next horizon: C, then N. True when the sequence was reset (the
+// scan must start from the bottom).
+bool LowWater::read_horizon() {
+  if (sequence_plan_ == nullptr) sequence_plan_ = prepare_kept(kSequenceSql, 0, nullptr);
+  int rc = SPI_execute_plan(sequence_plan_, nullptr, nullptr, false, 1);
+  if (rc != SPI_OK_SELECT || SPI_processed != 1) {
+    elog(ERROR, "outbox relay: reading outbox.events_seq failed");
+  }
+  bool isnull;
+  const int64 last =
+      DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+  const int64 cache =
+      DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+  const Oid filenode =
+      DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+  if (cache != 1) {
+    if (!warned_sequence_cache_) {
+      ereport(WARNING, (errmsg("outbox relay: outbox.events_seq caches %ld values; the "
+                               "low-water mark stays at %ld",
+                               static_cast<long>(cache), static_cast<long>(low_water_)),
+                        errhint("ALTER SEQUENCE outbox.events_seq CACHE 1")));
+      warned_sequence_cache_ = true;
+    }
+    return false;
+  }
+  const bool new_file = OidIsValid(sequence_filenode_) && filenode != sequence_filenode_;
+  const bool reset = last < low_water_ - 1 || new_file;
+  if (reset) {
+    // Someone reset the sequence (setval, ALTER SEQUENCE ... RESTART, TRUNCATE ...
+    // RESTART IDENTITY): new events would sit below the mark. Start from the bottom.
+    ereport(WARNING, (errmsg("outbox relay: outbox.events_seq was reset (now at %ld, the "
+                             "low-water mark was %ld); scanning the queue from the start",
+                             static_cast<long>(last), static_cast<long>(low_water_))));
+    low_water_ = 0;
+    low_water_saved_at_ = 0;
+  }
+  sequence_filenode_ = filenode;
+  horizon_seq_ = last;
+  horizon_xid_ = ReadNextFullTransactionId();
+  horizon_valid_ = true;
+  return reset;
+}
+
+// Finds the events waiting in the gaps (late commits): the next fetch takes them (late_).
+// With upto >= 0 (the horizon passed C = upto), a gap up to C that holds no event now never
+// will, and is dropped.
+void LowWater::probe_gaps(TimestampTz now, int64 upto) {
+  gap_probe_at_ = now + static_cast<int64>(settings.poll_interval_ms) * 1000;
+  late_.clear();
+  if (gaps_.empty()) return;
+  const auto& gaps = gaps_.intervals();
+  const int n = static_cast<int>(gaps.size());
+  const int64 limit = settings.batch_size;
+  // The query under guard(), its rows copied into palloc'd arrays (gap number, seq).
+  struct Found {
+    int64* index;
+    int64* seq;
+    uint64 count;
+  };
+  const Found rows = guard([&] {
+    if (probe_plan_ == nullptr) probe_plan_ = prepare_kept(kProbeGapsSql, 3, kProbeGapsTypes);
+    Datum* lo = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+    Datum* hi = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+    for (int k = 0; k < n; ++k) {
+      lo[k] = Int64GetDatum(gaps[k].lo);
+      hi[k] = Int64GetDatum(gaps[k].hi);
+    }
+    Datum params[3] = {int8_array(lo, n), int8_array(hi, n), Int64GetDatum(limit)};
+    // Not read-only: it needs a snapshot of its own, taken after the horizon passed.
+    if (SPI_execute_plan(probe_plan_, params, nullptr, false, 0) != SPI_OK_SELECT) {
+      elog(ERROR, "outbox relay: probing the gaps failed");
+    }
+    Found out{static_cast<int64*>(palloc(sizeof(int64) * (SPI_processed + 1))),
+              static_cast<int64*>(palloc(sizeof(int64) * (SPI_processed + 1))), SPI_processed};
+    for (uint64 r = 0; r < SPI_processed; ++r) {
+      bool isnull;
+      out.index[r] =
+          DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
+      out.seq[r] =
+          DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &isnull));
+    }
+    return out;
+  });
+  // The rows come by seq: the first batch_size of them are the next fetch's (the rest: next
+  // time).
+  const uint64 take = std::min<uint64>(rows.count, static_cast<uint64>(limit));
+  late_.assign(rows.seq, rows.seq + take);
+  if (upto < 0) return;
+  // Gap k's finds are the run of rows numbered k + 1.
+  std::vector<SeqGaps::Interval> kept;
+  uint64 r = 0;
+  for (int k = 0; k < n && gaps[k].lo <= upto; ++k) {
+    while (r < rows.count && rows.index[r] < k + 1) ++r;
+    int64 found = 0;
+    for (; r < rows.count && rows.index[r] == k + 1; ++r, ++found) {
+      kept.push_back({rows.seq[r], rows.seq[r]});
+    }
+    // The probe stopped at its limit: past its last find, this gap is still unknown.
+    if (found >= limit) kept.push_back({rows.seq[r - 1] + 1, gaps[k].hi});
+  }
+  gaps_.replace_up_to(upto, kept);
+}
+
+// The row lock on outbox.relay_state is held only until the commit that follows.
+void LowWater::save(TimestampTz now) {
+  const bool changed =
+      low_water_ != low_water_saved_ || sequence_filenode_ != sequence_filenode_saved_;
+  if (!changed || now - low_water_saved_at_ < kLowWaterSaveUs) return;
+  if (save_plan_ == nullptr) {
+    Oid types[2] = {INT8OID, OIDOID};
+    save_plan_ = prepare_kept(
+        "UPDATE outbox.relay_state SET low_water = $1, seq_filenode = $2, "
+        "updated_at = pg_catalog.now()",
+        2, types);
+  }
+  Datum params[2] = {Int64GetDatum(low_water_), ObjectIdGetDatum(sequence_filenode_)};
+  const char nulls[2] = {' ', OidIsValid(sequence_filenode_) ? ' ' : 'n'};
+  if (SPI_execute_plan(save_plan_, params, nulls, false, 0) != SPI_OK_UPDATE) {
+    elog(ERROR, "outbox relay: saving the low-water mark failed");
+  }
+  low_water_saved_ = low_water_;
+  sequence_filenode_saved_ = sequence_filenode_;
+  low_water_saved_at_ = now;
+}
+
+int64 LowWater::fetch_from() const { return std::max<int64>(low_water_, resume_after_seq_ + 1); }
+
+void LowWater::fetched(const Row* late_rows, int n_late, bool late_tried, const Row* new_rows,
+                       int n_new) {
+  for (int k = 0; k < n_late; ++k) late_fetched_.push_back(late_rows[k].seq);
+  if (late_tried) late_.clear();  // what was not taken (locked elsewhere, no room) is found again
+  int64 last = fetch_from() - 1;
+  for (int k = 0; k < n_new; ++k) {
+    const int64 seq = new_rows[k].seq;
+    if (seq > last + 1) passed_over_.push_back({last + 1, seq - 1});
+    last = seq;
+  }
+  resume_after_seq_ = std::max(resume_after_seq_, last);
+}
+
+void LowWater::transaction_started() {
+  passed_over_.clear();
+  late_fetched_.clear();
+}
+
+// Committed: the late events fetched are resolved, and what the new ones passed over
+// becomes gaps.
+void LowWater::transaction_resolved() {
+  for (const SeqGaps::Interval& gap : passed_over_) gaps_.add(gap.lo, gap.hi);
+  for (int64 seq : late_fetched_) gaps_.remove(seq);
+}
+
+void LowWater::restart_tracking() {
+  resume_after_seq_ = -1;
+  gaps_.clear();
+  late_.clear();
+}
+
+void LowWater::forget() {
+  low_water_ = -1;
+  horizon_valid_ = false;
+}
+
+TimestampTz LowWater::skipped_check_due() const {
+  return check_skipped_ && !gaps_.empty() ? low_water_checked_at_ + kLowWaterCheckUs : 0;
+}
+
+}  // namespace outbox::pg::relay

@@ -1,0 +1,211 @@
+// One pass's transaction: fetch a batch, make its commits durable, hand it to the sink, wait
+// for the acknowledgements, mark, COMMIT. While batches come full (a backlog), up to
+// kMaxBatchesPerTransaction of them are pipelined: the next batch is fetched and started
+// while the sink waits for the acknowledgements of the one before. The rows of every batch
+// stay locked until the COMMIT; the pipeline stops at the first sink failure.
+#include <chrono>
+
+#include "relay/relay.hpp"
+
+#include "pg/boundary.hpp"
+#include "pg/durability.hpp"
+#include "pg/settings.hpp"
+#include "pg/spi.hpp"
+
+extern "C" {
+#include "pgstat.h"
+#include "postmaster/interrupt.h"
+#include "storage/latch.h"
+#include "storage/lmgr.h"
+#include "utils/wait_event.h"
+}
+
+namespace outbox::pg::relay {
+namespace {
+
+// While batches come full, a transaction pipelines up to this many (its row locks and marks
+// wait for its commit; the last batch's acknowledgements are not overlapped).
+constexpr int kMaxBatchesPerTransaction = 8;
+// The longest wait between two looks at the synchronous standbys (see make_durable()).
+constexpr int kStandbyPollMaxMs = 100;
+
+// The first lock of every batch transaction: outbox.events, before relay_state, the sequence
+// or a partition. DROP EXTENSION takes this one first too (pg/drop_guard.cpp), so the two
+// never wait for each other in a cycle.
+void lock_events_first() {
+  guard([] {
+    const Oid events = get_relname_relid("events", get_namespace_oid("outbox", true));
+    if (OidIsValid(events)) LockRelationOid(events, RowShareLock);
+  });
+}
+
+}  // namespace
+
+// It stops at the first batch with a sink failure.
+BatchResult Relay::run_transaction() {
+  BatchResult result;
+  mark_.transaction_started();
+  begin_worker_transaction("outbox relay: fetching");
+  lock_events_first();
+  Batch* current = &batches_[0];
+  Batch* next = &batches_[1];
+  queue_.fetch(*current, true, mark_);
+  result.fetched = current->fetched.count;
+  result.full = current->fetched.full;
+  if (current->fetched.count > 0 && !make_durable()) result.abandoned = true;
+  if (current->fetched.count > 0 && !result.abandoned) {
+    start_batch(*current);
+    for (int n = 1;; ++n) {
+      const bool more =
+          current->fetched.full && n < kMaxBatchesPerTransaction && !ShutdownRequestPending;
+      if (more) {
+        queue_.fetch(*next, false, mark_);
+        result.fetched += next->fetched.count;
+        result.full = next->fetched.full;
+        if (next->fetched.count > 0 && !make_durable()) {
+          result.abandoned = true;
+          next->fetched.count = 0;  // not sent; its rows are unlocked at the commit
+        }
+        if (next->fetched.count > 0) start_batch(*next);
+      }
+      finish_batch(*current, result);
+      if (!more || next->fetched.count == 0) break;
+      if (result.unavailable > 0) {
+        finish_batch(*next, result);
+        break;
+      }
+      std::swap(current, next);
+    }
+  }
+  guard([&] { mark_.save(GetCurrentTimestamp()); });
+  commit_worker_transaction(iteration_);
+  // After a sink failure or an abandoned batch, the scan restarts from the mark instead.
+  if (result.unavailable == 0 && !result.abandoned) mark_.transaction_resolved();
+  if (result.fetched > 0) report_.count(result);
+  return result;
+}
+
+// Returns at once for a pipelining sink; a synchronous one (the default Sink::start) has the
+// outcomes when it returns.
+void Relay::start_batch(Batch& batch) {
+  const Fetched& fetched = batch.fetched;
+  batch.messages.resize(fetched.count);
+  for (int i = 0; i < fetched.count; ++i) {
+    const Row& row = fetched.rows[i];
+    sinks::Message& m = batch.messages[i];
+    m.id = row.id.view();
+    m.aggregatetype = row.aggregatetype.view();
+    m.aggregateid = row.aggregateid.view();
+    m.type = row.type.view();
+    m.payload = row.payload.view();
+    m.created_at_unix_us =
+        row.created_at +
+        static_cast<int64>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * USECS_PER_SEC;
+    m.headers.clear();
+    for (int h = 0; h < row.nheaders; ++h) {
+      m.headers.emplace_back(row.header_keys[h].view(), row.header_values[h].view());
+    }
+  }
+
+  report_.publish(WorkerState::kSending);
+  const char* name = session_.name().c_str();
+  guard([&] {
+    pgstat_report_activity(STATE_RUNNING,
+                           psprintf("outbox relay: sending %d events to %s", fetched.count, name));
+  });
+  batch.outcomes.assign(fetched.count, sinks::Outcome{});
+  try {
+    session_.sink().start(batch.messages, batch.outcomes,
+                          std::chrono::milliseconds(settings.send_timeout_ms));
+    batch.in_flight = true;
+  } catch (const std::exception& e) {
+    for (auto& o : batch.outcomes) o = {sinks::Delivery::kUnavailable, e.what()};
+  }
+}
+
+// Waits for the batch's outcomes (the oldest started batch), marks what was acknowledged and
+// records what was not, then frees the batch's rows.
+void Relay::finish_batch(Batch& batch, BatchResult& result) {
+  if (batch.in_flight) {
+    batch.in_flight = false;
+    try {
+      session_.sink().finish();
+    } catch (const std::exception& e) {
+      for (auto& o : batch.outcomes) o = {sinks::Delivery::kUnavailable, e.what()};
+    }
+  }
+  const Fetched& fetched = batch.fetched;
+  guard([] { pgstat_report_activity(STATE_RUNNING, "outbox relay: marking"); });
+  queue_.mark_acked(fetched, batch.outcomes);
+  ++result.batches;
+  for (int i = 0; i < fetched.count; ++i) {
+    const sinks::Outcome& o = batch.outcomes[i];
+    switch (o.delivery) {
+      case sinks::Delivery::kAcked:
+        ++result.acked;
+        break;
+      case sinks::Delivery::kRejected:
+        ++result.rejected;
+        if (queue_.mark_rejected(fetched.rows[i], o.error)) ++result.dead;
+        if (result.first_rejection.empty()) result.first_rejection = "event rejected: " + o.error;
+        break;
+      case sinks::Delivery::kUnavailable:
+        ++result.unavailable;
+        if (result.first_unavailable.empty()) {
+          result.first_unavailable = "sink unavailable: " + o.error;
+        }
+        break;
+    }
+  }
+  batch.messages.clear();
+  guard([&] { MemoryContextReset(batch.memory); });
+}
+
+// After a fetch: the commits of its events must not be able to vanish before the sink gets
+// them (pg/durability.hpp). False when the wait for the synchronous standbys was given up: at
+// shutdown, a reload or a new sink configuration; the batch is then not sent.
+bool Relay::make_durable() {
+  const XLogRecPtr lsn = guard([] { return flush_visible_commits(); });
+  if (!settings.wait_for_sync_standbys) return true;
+  int polls = 0;
+  while (guard([lsn] { return sync_standbys_behind(lsn); })) {
+    if (polls == 0) {
+      report_.publish(WorkerState::kWaitingForStandbys);
+      guard([] {
+        pgstat_report_activity(STATE_RUNNING, "outbox relay: waiting for synchronous standbys");
+      });
+    }
+    if (ShutdownRequestPending || ConfigReloadPending || session_.changed()) return false;
+    // No latch tells the relay that the standbys moved: the walsenders set the latches of
+    // the backends queued in SyncRepWaitForLSN only, and that wait can be given up neither
+    // for a reload or a new sink nor at a shutdown (SIGTERM here does not set
+    // ProcDiePending). So the relay polls, off its latch (a commit's wake-up stays set for
+    // the pass after this one), after 1, 2, 4 ... ms and then every kStandbyPollMaxMs: a
+    // standby that keeps up is seen within a few milliseconds, one that is down costs ten
+    // wake-ups a second.
+    const int ms = pacing::backoff_ms(1, kStandbyPollMaxMs, ++polls);
+    guard([ms] {
+      (void)WaitLatch(nullptr, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ms, PG_WAIT_EXTENSION);
+      CHECK_FOR_INTERRUPTS();
+    });
+  }
+  return true;
+}
+
+void Relay::abort_transaction() {
+  // A batch still in flight has rows that the abort unlocks, and its outcomes would come to
+  // nobody: drop the sink with it (a new one is made for the next pass); the events are sent
+  // again. The sink goes first: until it is destroyed, its threads may still read the
+  // batch's messages.
+  bool in_flight = false;
+  for (const Batch& batch : batches_) in_flight = in_flight || batch.in_flight;
+  if (in_flight) session_.drop();
+  for (Batch& batch : batches_) {
+    batch.in_flight = false;
+    batch.messages.clear();
+    guard([&] { MemoryContextReset(batch.memory); });
+  }
+  abort_worker_transaction(iteration_);
+}
+
+}  // namespace outbox::pg::relay

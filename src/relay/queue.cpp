@@ -1,0 +1,241 @@
+// The relay's statements on outbox.events. A batch:
+//   SELECT ... WHERE seq >= <low-water mark> AND published_at IS NULL ... ORDER BY seq
+//     LIMIT n FOR UPDATE SKIP LOCKED   (plus, now and then, the events due for a retry)
+//   -> the sink (pipeline.cpp)
+//   -> UPDATE <partition> SET published_at = ... WHERE ctid = ANY(...)
+// A rejected event gets one attempt more and a retry time, or is dead-lettered.
+#include <algorithm>
+
+#include "relay/relay.hpp"
+
+#include "pg/boundary.hpp"
+#include "pg/settings.hpp"
+#include "pg/spi.hpp"
+
+extern "C" {
+#include "utils/array.h"
+}
+
+namespace outbox::pg::relay {
+namespace {
+
+// What every fetch returns, in the order receive_row() (rows.cpp) reads it.
+#define OUTBOX_FETCH_FROM                                                                 \
+  "SELECT tableoid, ctid, id::text, aggregatetype::text, aggregateid::text, type::text, " \
+  "       payload, headers, attempts, created_at, seq "                                   \
+  "  FROM outbox.events "
+
+// New events, from the low-water mark up ($2), in insert order (index events_queue).
+//
+// $2 is normally above the mark: after the last event fetched (the resume point). A row
+// that commits late below it is in the gaps (low_water.cpp), and fetched by kFetchLateSql.
+constexpr const char* kFetchNewSql = OUTBOX_FETCH_FROM
+    " WHERE seq >= $2 AND published_at IS NULL AND dead_at IS NULL AND next_attempt_at IS NULL "
+    "   AND part_at < $3 "
+    " ORDER BY seq LIMIT $1 "
+    "   FOR UPDATE SKIP LOCKED";
+// $3 is a minute from now: no event can be in a partition that starts later (part_at is
+// its transaction's start), so the executor prunes the premade future partitions instead of
+// starting an index scan on each of them for every batch. If the clock stepped back by
+// more, such an event waits; the low-water mark, which reads every partition, does not
+// pass it.
+constexpr int64 kFuturePartitionsAfterUs = 60 * USECS_PER_SEC;
+constexpr Oid kFetchNewTypes[3] = {INT8OID, INT8OID, TIMESTAMPTZOID};
+// Events whose retry time has come (index events_retry).
+constexpr const char* kFetchRetrySql = OUTBOX_FETCH_FROM
+    " WHERE next_attempt_at <= $2 AND published_at IS NULL AND dead_at IS NULL "
+    " ORDER BY seq LIMIT $1 "
+    "   FOR UPDATE SKIP LOCKED";
+constexpr Oid kFetchRetryTypes[2] = {INT8OID, TIMESTAMPTZOID};
+// Late events: the ones a probe of the gaps found ($2).
+constexpr const char* kFetchLateSql = OUTBOX_FETCH_FROM
+    " WHERE seq = ANY($2) AND published_at IS NULL AND dead_at IS NULL "
+    "   AND next_attempt_at IS NULL AND part_at < $3 "
+    " ORDER BY seq LIMIT $1 "
+    "   FOR UPDATE SKIP LOCKED";
+constexpr Oid kFetchLateTypes[3] = {INT8OID, INT8ARRAYOID, TIMESTAMPTZOID};
+// Marking plans kept per partition, at most.
+constexpr size_t kMaxCachedPlans = 128;
+// The payload buffer (Queue::payload_scratch_) is given back once a payload grew it past this.
+constexpr int kPayloadScratchKeepBytes = 1024 * 1024;
+
+}  // namespace
+
+void Queue::init() {
+  MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+  initStringInfo(&payload_scratch_);
+  MemoryContextSwitchTo(old);
+}
+
+// Runs a fetch plan into the batch until `limit` rows or `max_bytes` of payload. Runs inside
+// guard().
+void Queue::append_rows(SPIPlanPtr plan, int nparams, const Datum* values, const Oid* types,
+                        Batch& batch, int limit, int64& bytes, int64 max_bytes) {
+  RowReceiver receiver;
+  init_row_receiver(receiver, batch, &payload_scratch_, limit, bytes, max_bytes);
+  ParamListInfo params = makeParamList(nparams);
+  for (int i = 0; i < nparams; ++i) {
+    params->params[i] = {values[i], false, PARAM_FLAG_CONST, types[i]};
+  }
+  SPIExecuteOptions options{};
+  options.params = params;
+  options.dest = &receiver.dest;
+  if (SPI_execute_plan_extended(plan, &options) < 0) {
+    elog(ERROR, "outbox relay: fetching events failed");
+  }
+  bytes = receiver.bytes;
+  // A payload of many megabytes does not keep its buffer for the relay's lifetime.
+  if (payload_scratch_.maxlen > kPayloadScratchKeepBytes) {
+    pfree(payload_scratch_.data);
+    init();
+  }
+}
+
+// The later fetches of a transaction only continue after the rows already fetched: those
+// are locked by this transaction, and FOR UPDATE SKIP LOCKED would return them again.
+void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
+  const TimestampTz now = guard([&] {
+    if (fetch_new_plan_ == nullptr) {
+      fetch_new_plan_ = prepare_kept(kFetchNewSql, 3, kFetchNewTypes);
+      fetch_retry_plan_ = prepare_kept(kFetchRetrySql, 2, kFetchRetryTypes);
+      fetch_late_plan_ = prepare_kept(kFetchLateSql, 3, kFetchLateTypes);
+    }
+    return GetCurrentTimestamp();
+  });
+  if (first_of_transaction) mark.advance(now);
+  // Where each kind of row starts in the batch: retries, late events, new events.
+  int late_from = 0;
+  int new_from = 0;
+  bool late_tried = false;
+  // New events continue after the resume point; what they pass over becomes gaps.
+  const int64 start = mark.fetch_from();
+  const std::vector<int64>& late = mark.late();
+  Fetched& out = batch.fetched;
+  guard([&] {
+    const int limit = settings.batch_size;
+    const int64 max_bytes = settings.batch_max_bytes;
+    MemoryContextReset(batch.memory);  // an empty batch was never finished
+    out = Fetched{static_cast<Row*>(MemoryContextAllocZero(batch.memory, sizeof(Row) * limit)), 0,
+                  false};
+    int64 bytes = 0;
+
+    // Retries first: they are the oldest events. Looked for when one of ours is due, and at
+    // least every poll_interval (another worker may have scheduled them).
+    if (first_of_transaction && now >= retry_check_at_) {
+      const Datum params[2] = {Int64GetDatum(limit), TimestampTzGetDatum(now)};
+      append_rows(fetch_retry_plan_, 2, params, kFetchRetryTypes, batch, limit, bytes, max_bytes);
+      const bool more_due = out.count == limit || bytes >= max_bytes;
+      retry_check_at_ = more_due ? now : now + static_cast<int64>(settings.poll_interval_ms) * 1000;
+    }
+
+    const TimestampTz future = now + kFuturePartitionsAfterUs;
+    late_from = out.count;
+    if (first_of_transaction && !late.empty() && out.count < limit && bytes < max_bytes) {
+      const int n = static_cast<int>(late.size());
+      Datum* seqs = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+      for (int k = 0; k < n; ++k) seqs[k] = Int64GetDatum(late[k]);
+      const Datum params[3] = {Int64GetDatum(limit - out.count), int8_array(seqs, n),
+                               TimestampTzGetDatum(future)};
+      append_rows(fetch_late_plan_, 3, params, kFetchLateTypes, batch, limit, bytes, max_bytes);
+      late_tried = true;
+    }
+
+    new_from = out.count;
+    if (out.count < limit && bytes < max_bytes) {
+      const Datum params[3] = {Int64GetDatum(limit - out.count), Int64GetDatum(start),
+                               TimestampTzGetDatum(future)};
+      append_rows(fetch_new_plan_, 3, params, kFetchNewTypes, batch, limit, bytes, max_bytes);
+    }
+    out.full = out.count == limit || bytes >= max_bytes;
+  });
+  // The bookkeeping, outside guard() (it allocates).
+  mark.fetched(out.rows + late_from, new_from - late_from, late_tried, out.rows + new_from,
+               out.count - new_from);
+}
+
+SPIPlanPtr Queue::partition_plan(boost::container::flat_map<Oid, SPIPlanPtr>& cache, Oid rel,
+                                 bool reject) {
+  auto found = cache.find(rel);
+  if (found != cache.end()) return found->second;
+  if (cache.size() >= kMaxCachedPlans) {
+    // Partitions come and go with rotation; drop plans of old ones now and then.
+    guard([&] {
+      for (auto& entry : cache) SPI_freeplan(entry.second);
+    });
+    cache.clear();
+  }
+  SPIPlanPtr plan = guard([&] {
+    const char* name = get_rel_name(rel);
+    if (name == nullptr) elog(ERROR, "outbox relay: partition %u disappeared", rel);
+    const char* table = quote_qualified_identifier("outbox", name);
+    // A generic plan, made once (prepare_kept): the relay runs with enable_seqscan off (see
+    // outbox_relay_main), so it is a TID scan even when made while the partition was empty.
+    if (reject) {
+      Oid types[4] = {TIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+      return prepare_kept(psprintf("UPDATE %s SET attempts = attempts + 1, last_error = $2, "
+                                   "next_attempt_at = $3, dead_at = $4 WHERE ctid = $1",
+                                   table),
+                          4, types);
+    }
+    Oid types[2] = {TIMESTAMPTZOID, TIDARRAYOID};
+    return prepare_kept(psprintf("UPDATE %s SET published_at = $1, next_attempt_at = NULL "
+                                 "WHERE ctid = ANY($2)",
+                                 table),
+                        2, types);
+  });
+  cache.emplace(rel, plan);
+  return plan;
+}
+
+// One UPDATE per partition, by ctid: the rows are locked by this transaction, so their
+// ctids are stable.
+void Queue::mark_acked(const Fetched& batch, const std::vector<sinks::Outcome>& outcomes) {
+  boost::container::flat_map<Oid, std::vector<int>> by_partition;
+  for (int i = 0; i < batch.count; ++i) {
+    if (outcomes[i].delivery == sinks::Delivery::kAcked) {
+      by_partition[batch.rows[i].rel].push_back(i);
+    }
+  }
+  const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
+  for (const auto& [rel, indexes] : by_partition) {
+    SPIPlanPtr plan = partition_plan(mark_plans_, rel, false);
+    const int n = static_cast<int>(indexes.size());
+    const int* index_data = indexes.data();
+    guard([&] {
+      Datum* tids = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+      for (int k = 0; k < n; ++k) tids[k] = PointerGetDatum(&batch.rows[index_data[k]].tid);
+      ArrayType* array =
+          construct_array(tids, n, TIDOID, sizeof(ItemPointerData), false, TYPALIGN_SHORT);
+      Datum params[2] = {TimestampTzGetDatum(now), PointerGetDatum(array)};
+      int rc = SPI_execute_plan(plan, params, nullptr, false, 0);
+      if (rc != SPI_OK_UPDATE || SPI_processed != static_cast<uint64>(n)) {
+        elog(ERROR, "outbox relay: marked %lu of %d events published",
+             static_cast<unsigned long>(SPI_processed), n);
+      }
+    });
+  }
+}
+
+// One attempt more and a later retry, or the dead letters (then next_attempt_at is
+// cleared: it leaves the retry index).
+bool Queue::mark_rejected(const Row& row, const std::string& error) {
+  const bool dead = row.attempts + 1 >= settings.max_attempts;
+  // No jitter: one relay fetches the due retries together anyway (docs/reference.md).
+  const int delay_ms = pacing::backoff_ms(settings.retry_backoff_min_ms,
+                                          settings.retry_backoff_max_ms, row.attempts + 1);
+  SPIPlanPtr plan = partition_plan(reject_plans_, row.rel, true);
+  const TimestampTz retry_at = guard([&] {
+    const TimestampTz now = GetCurrentTimestamp();
+    const TimestampTz at = now + static_cast<TimestampTz>(delay_ms) * 1000;
+    Datum params[4] = {PointerGetDatum(&row.tid), CStringGetTextDatum(error.c_str()),
+                       TimestampTzGetDatum(at), TimestampTzGetDatum(now)};
+    const char nulls[4] = {' ', ' ', dead ? 'n' : ' ', dead ? ' ' : 'n'};
+    int rc = SPI_execute_plan(plan, params, nulls, false, 0);
+    if (rc != SPI_OK_UPDATE) elog(ERROR, "outbox relay: recording a rejection failed");
+    return at;
+  });
+  if (!dead) retry_check_at_ = std::min(retry_check_at_, retry_at);
+  return dead;
+}
+
+}  // namespace outbox::pg::relay

@@ -1,0 +1,323 @@
+// The relay's internal header: its parts and what they hand each other. A relay is a
+// background worker that sends unpublished events through the configured sink and marks
+// them published once the sink has acknowledged them (docs/design.md, "The relay").
+//
+//   loop.cpp          outbox_relay_main; the loop: when a pass runs, how the relay waits
+//                     between passes, the back-off after a failure
+//   pipeline.cpp      one pass's transaction: fetch, durability, send, mark, pipelined
+//   queue.cpp         the queries on outbox.events: fetch into a batch, mark acknowledged and
+//                     rejected events (retries, dead letters)
+//   rows.cpp          a fetched row's values, copied into its batch by the executor
+//   low_water.cpp     the low-water mark, its horizon, the gaps and their probes
+//   sink_session.cpp  the configured sink: created, created again, observed, its log
+//   report.cpp        state and counters in shared memory, for outbox.status
+//
+// A crash anywhere before a pass's COMMIT releases its rows and they are sent again: at
+// least once. The relay commits or aborts before it waits or backs off.
+#pragma once
+
+#include <memory>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/container/flat_map.hpp>
+
+#include "core/pacing.hpp"
+#include "core/seq_gaps.hpp"
+#include "pg/postgres.hpp"
+#include "pg/relay_shmem.hpp"
+#include "sinks/sink.hpp"
+
+extern "C" {
+#include "access/transam.h"
+}
+
+extern "C" {
+PGDLLEXPORT void outbox_relay_main(Datum arg);
+}
+
+namespace outbox::pg::relay {
+
+struct Text {
+  const char* data;
+  int len;
+  std::string_view view() const { return {data, static_cast<size_t>(len)}; }
+};
+
+// One fetched row. Its texts are copies in the batch's memory, valid until the batch has
+// been marked. Trivially destructible.
+struct Row {
+  Oid rel;
+  ItemPointerData tid;
+  Text id, aggregatetype, aggregateid, type, payload;
+  int nheaders;
+  Text* header_keys;
+  Text* header_values;
+  int attempts;
+  TimestampTz created_at;
+  int64 seq;
+};
+
+struct Fetched {
+  Row* rows;
+  int count;
+  bool full;  // stopped by batch_size or batch_max_bytes: more work is likely waiting
+};
+
+// One batch of the pipeline. Two of them live as long as the relay, so the sink's view of
+// `outcomes` outlives any one transaction.
+struct Batch {
+  MemoryContext memory;  // rows, headers, detoasted values: reset once the batch is marked
+  Fetched fetched{};
+  std::vector<sinks::Message> messages;
+  std::vector<sinks::Outcome> outcomes;
+  bool in_flight = false;  // started, not finished
+};
+
+struct BatchResult {
+  int batches = 0;
+  int fetched = 0;
+  bool full = false;
+  int acked = 0;
+  int rejected = 0;
+  int dead = 0;
+  int unavailable = 0;
+  // A batch was fetched but not sent: the wait for the synchronous standbys was given up.
+  bool abandoned = false;
+  // The first of each kind: later ones are mostly consequences (a batch purged because the
+  // one before timed out).
+  std::string first_rejection;
+  std::string first_unavailable;
+};
+
+// rows.cpp: the executor's destination for a fetch. It copies each row into the batch's
+// memory and stops the scan as soon as the batch is full, so that no row past
+// outbox.batch_max_bytes is locked.
+struct RowReceiver {
+  DestReceiver dest;  // first: the executor holds a DestReceiver*
+  Batch* batch;
+  StringInfo scratch;  // where a payload's text is written before its fitted copy
+  int limit;
+  int64 bytes;  // payload and header bytes so far
+  int64 max_bytes;
+};
+// Ready to receive up to `limit` rows into `batch`, counting on from `bytes`.
+void init_row_receiver(RowReceiver& receiver, Batch& batch, StringInfo scratch, int limit,
+                       int64 bytes, int64 max_bytes);
+
+// report.cpp: what outbox.status shows of this relay, in its shared-memory slot.
+class Report {
+ public:
+  explicit Report(int index) : index_(index) {}
+
+  // The relay's number in the server log ("outbox relay 1"), 1-based.
+  int number() const { return index_ + 1; }
+  WorkerCounters& counters() { return counters_; }
+  // Copies the counters to shared memory, with `state`, or the current one.
+  void publish(WorkerState state);
+  void publish();
+  void record_error(const std::string& error);
+  // What the sink's client library reports while a batch waits; on the sink's wait, so it
+  // neither throws nor raises an ERROR.
+  void client_error(std::string_view error) noexcept;
+  // A transaction that fetched events: its batches, and its rejections (also logged).
+  void count(const BatchResult& result);
+
+ private:
+  const int index_;
+  WorkerCounters counters_{};
+};
+
+// sink_session.cpp: the configured sink, read from outbox.sink_config whenever the
+// configuration generation moves (configure_sink and unconfigure_sink bump it at commit).
+class SinkSession {
+ public:
+  explicit SinkSession(Report& report);
+
+  // Makes sure the configured sink exists; false when there is nothing to send with. A
+  // transaction of its own when the configuration has to be read; `iteration` is the memory
+  // context it leaves current.
+  bool ensure(MemoryContext iteration);
+  // True once after ensure() found the extension missing, not updated or created again
+  // (also when it then failed): a new extension has a new sequence, so the low-water mark
+  // must be read again.
+  bool take_new_extension();
+  // The configuration changed since ensure() read it.
+  bool changed() const;
+  sinks::Sink& sink() { return *sink_; }
+  const std::string& name() const { return name_; }
+  // Destroys the sink (and with it, its client library's threads and buffers).
+  void drop() { sink_.reset(); }
+  // The client library's log lines, into the server log.
+  void write_log();
+
+ private:
+  // Watches the sink's waits for acknowledgements, on the relay's thread.
+  class WaitObserver final : public sinks::WaitObserver {
+   public:
+    WaitObserver(Report& report, const uint32& generation)
+        : report_(report), generation_(generation) {}
+    bool keep_waiting(std::string_view client_error) noexcept override;
+
+   private:
+    Report& report_;
+    const uint32& generation_;
+  };
+
+  Report& report_;
+  uint32 generation_ = 0;
+  WaitObserver wait_observer_{report_, generation_};  // destroyed after sink_
+  std::unique_ptr<sinks::Sink> sink_;
+  std::string name_;
+  // The installation of the extension the relay works for (pg_extension's oid).
+  Oid extension_ = InvalidOid;
+  bool new_extension_ = false;
+  TimestampTz config_updated_at_ = 0;
+};
+
+// low_water.cpp: where the scan for new events starts (docs/design.md, "The low-water
+// mark"). Every event below the mark is published, dead-lettered or waiting for a retry.
+class LowWater {
+ public:
+  LowWater();
+  // In the batch transaction, before its first fetch: moves the mark (at most every
+  // kLowWaterCheckUs) and probes the gaps for late commits (late()).
+  void advance(TimestampTz now);
+  // Where a fetch of new events starts: after the resume point, and at least the mark.
+  int64 fetch_from() const;
+  // The late events the last probe found, for the first fetch of the next transaction.
+  const std::vector<int64>& late() const { return late_; }
+  // What a fetch took: the late events (if it looked for them), then the new events in seq
+  // order from fetch_from() (whatever they passed over becomes gaps once it commits).
+  void fetched(const Row* late_rows, int n_late, bool late_tried, const Row* new_rows, int n_new);
+  // Around a batch transaction: what its fetches resolved counts once it commits with every
+  // batch resolved (transaction_resolved()); otherwise tracking restarts from the mark.
+  void transaction_started();
+  void transaction_resolved();
+  // At the end of the batch transaction, inside guard(): saves the mark to
+  // outbox.relay_state, at most every kLowWaterSaveUs.
+  void save(TimestampTz now);
+  // After a failure, or when the mark was read or reset: the next fetch starts from the
+  // mark, and nothing above it is known resolved.
+  void restart_tracking();
+  // The extension is gone or was created again (a new sequence): read the mark again.
+  void forget();
+  // A pass skipped the check (the one before was too recent) while gaps wait to be probed:
+  // when the next check is due; 0 otherwise.
+  TimestampTz skipped_check_due() const;
+
+ private:
+  void read_mark();
+  int64 first_new_after_resume_point(bool& passed);
+  bool read_horizon();
+  void probe_gaps(TimestampTz now, int64 upto);
+
+  SPIPlanPtr probe_plan_ = nullptr;
+  SPIPlanPtr low_water_plan_ = nullptr;
+  SPIPlanPtr save_plan_ = nullptr;
+  SPIPlanPtr sequence_plan_ = nullptr;
+  // The low-water mark (-1: not read yet) and the horizon it may move up to.
+  int64 low_water_ = -1;
+  int64 low_water_saved_ = -1;
+  TimestampTz low_water_saved_at_ = 0;
+  TimestampTz low_water_checked_at_ = 0;
+  // The last pass skipped the check because the one before was too recent.
+  bool check_skipped_ = false;
+  // Below the resume point, every event from the mark up is resolved by this relay
+  // (published, dead-lettered or waiting for a retry, in transactions that committed),
+  // except in the gaps. The open transaction's share counts once it commits: the values
+  // its new events passed over, and the late events it took.
+  int64 resume_after_seq_ = -1;
+  SeqGaps gaps_;
+  std::vector<SeqGaps::Interval> passed_over_;
+  std::vector<int64> late_fetched_;
+  // Late events found by the last probe, for the next fetch; when gaps are probed.
+  std::vector<int64> late_;
+  TimestampTz gap_probe_at_ = 0;
+  bool horizon_valid_ = false;
+  int64 horizon_seq_ = 0;
+  FullTransactionId horizon_xid_{};
+  bool warned_sequence_cache_ = false;
+  Oid sequence_filenode_ = InvalidOid;
+  Oid sequence_filenode_saved_ = InvalidOid;
+};
+
+// queue.cpp: the relay's statements on outbox.events.
+class Queue {
+ public:
+  // Once, at start (inside guard()): the payload buffer, in TopMemoryContext.
+  void init();
+  // Fetches the next batch. The first of a transaction also moves the low-water mark, looks
+  // for retries, and takes the late events a probe of the gaps found.
+  void fetch(Batch& batch, bool first_of_transaction, LowWater& mark);
+  // Marks the acknowledged rows of `batch` published.
+  void mark_acked(const Fetched& batch, const std::vector<sinks::Outcome>& outcomes);
+  // A rejected event: a later retry, or the dead letters. True when dead-lettered.
+  bool mark_rejected(const Row& row, const std::string& error);
+
+ private:
+  void append_rows(SPIPlanPtr plan, int nparams, const Datum* values, const Oid* types,
+                   Batch& batch, int limit, int64& bytes, int64 max_bytes);
+  SPIPlanPtr partition_plan(boost::container::flat_map<Oid, SPIPlanPtr>& cache, Oid rel,
+                            bool reject);
+
+  SPIPlanPtr fetch_new_plan_ = nullptr;
+  SPIPlanPtr fetch_retry_plan_ = nullptr;
+  SPIPlanPtr fetch_late_plan_ = nullptr;
+  // Where each payload is written before its fitted copy (in TopMemoryContext).
+  StringInfoData payload_scratch_{};
+  // When retries are looked for next.
+  TimestampTz retry_check_at_ = 0;
+  boost::container::flat_map<Oid, SPIPlanPtr> mark_plans_;
+  boost::container::flat_map<Oid, SPIPlanPtr> reject_plans_;
+};
+
+// loop.cpp and pipeline.cpp: the worker.
+class Relay {
+ public:
+  explicit Relay(int index);
+  void run();
+
+ private:
+  // What a pass asks the loop to wait for. Every wait ends at its timeout, at a signal
+  // (reload, shutdown) and at a new sink configuration.
+  struct Pause {
+    enum Kind {
+      kForEvents,  // and for a commit that enqueued: the next pass sends its events
+      kForSink,    // nothing to send with: commits that enqueue do not wake the relay
+      kGathering,  // commits gather for the next batch (core/pacing.hpp): they do not wake it
+    } kind;
+    int ms;
+  };
+
+  // loop.cpp
+  Pause step();
+  int back_off(const std::string& error);
+  void wait(Pause pause);
+  void wake_on_commit(bool wake);
+  // pipeline.cpp
+  BatchResult run_transaction();
+  void start_batch(Batch& batch);
+  void finish_batch(Batch& batch, BatchResult& result);
+  bool make_durable();
+  void abort_transaction();
+
+  const int index_;
+  std::mt19937_64 rng_;
+  MemoryContext iteration_ = nullptr;
+  // What the relay's shared-memory slot says: commits that enqueue set its latch.
+  bool wake_on_commit_ = true;
+  Report report_;
+  // Before the session: a batch's messages outlive the sink that may still read them.
+  Batch batches_[2];
+  SinkSession session_{report_};
+  LowWater mark_;
+  Queue queue_;
+  // Failed passes in a row: the back-off's attempt.
+  int failures_ = 0;
+  pacing::BatchPacer pacer_;
+};
+
+}  // namespace outbox::pg::relay

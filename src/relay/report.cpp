@@ -1,0 +1,51 @@
+// What outbox.status shows of a relay: its state, its sink, its counters and its last
+// error, copied to the relay's slot in shared memory (pg/relay_shmem.hpp) at each change.
+#include "relay/relay.hpp"
+
+#include "pg/boundary.hpp"
+
+namespace outbox::pg::relay {
+
+void Report::publish(WorkerState state) {
+  counters_.state = state;
+  publish();
+}
+
+void Report::publish() { relay_worker_publish(index_, counters_); }
+
+void Report::record_error(const std::string& error) {
+  snprintf(counters_.last_error, sizeof(counters_.last_error), "%s", error.c_str());
+  counters_.last_error_at = guard([] { return GetCurrentTimestamp(); });
+}
+
+void Report::client_error(std::string_view error) noexcept {
+  if (error.empty()) return;
+  char line[sizeof(counters_.last_error)];
+  snprintf(line, sizeof(line), "sink: %.*s", static_cast<int>(error.size()), error.data());
+  if (strcmp(line, counters_.last_error) != 0) {
+    memcpy(counters_.last_error, line, sizeof(line));
+    counters_.last_error_at = GetCurrentTimestamp();
+    publish();
+  }
+}
+
+void Report::count(const BatchResult& result) {
+  const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
+  counters_.batches += result.batches;
+  counters_.events_sent += result.acked;
+  counters_.events_failed += result.rejected;
+  counters_.events_dead += result.dead;
+  if (result.acked > 0) counters_.last_success_at = now;
+  if (result.rejected > 0) {
+    record_error(result.first_rejection);
+    guard([&] {
+      ereport(LOG, (errmsg("outbox relay %d: the sink rejected %d of %d events (%d now "
+                           "dead-lettered): %s",
+                           number(), result.rejected, result.fetched, result.dead,
+                           result.first_rejection.c_str())));
+    });
+  }
+  publish();
+}
+
+}  // namespace outbox::pg::relay
