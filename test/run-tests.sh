@@ -185,7 +185,7 @@ suite "format" make -s format-check
 if start_installcheck_cluster; then
   suite "pg_regress" run_regress
   suite "isolation" run_isolation
-  stop_cluster "$work"
+  cluster_stop "$work"
 else
   echo "the installcheck cluster did not start:"
   tail -n 30 "$work/server.log"

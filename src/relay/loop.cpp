@@ -61,7 +61,7 @@ Relay::Pause Relay::step() {
     WorkerCounters& counters = report_.counters();
     const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
     if (now < counters.backoff_until) {
-      return {Pause::kForEvents, static_cast<int>((counters.backoff_until - now) / 1000) + 1};
+      return {Pause::kBackingOff, static_cast<int>((counters.backoff_until - now) / 1000) + 1};
     }
     // Under a heavy stream of commits, they gather (core/pacing.hpp): the loop waits, and the
     // next pass sends them.
@@ -82,7 +82,7 @@ Relay::Pause Relay::step() {
       mark_.restart_tracking();
       return {Pause::kForEvents, 0};
     }
-    if (result.unavailable > 0) return {Pause::kForEvents, back_off(result.first_unavailable)};
+    if (result.unavailable > 0) return {Pause::kBackingOff, back_off(result.first_unavailable)};
     // Not sent while waiting for the standbys (a reload, a new sink): at once, from the mark.
     if (result.abandoned) {
       mark_.restart_tracking();
@@ -112,10 +112,10 @@ Relay::Pause Relay::step() {
       data->output_to_client = false;
       ThrowErrorData(data);
     });
-    return {Pause::kForEvents, back_off(e.what())};
+    return {Pause::kBackingOff, back_off(e.what())};
   } catch (const std::exception& e) {
     abort_transaction();
-    return {Pause::kForEvents, back_off(e.what())};
+    return {Pause::kBackingOff, back_off(e.what())};
   }
 }
 
@@ -142,9 +142,10 @@ int Relay::back_off(const std::string& error) {
 
 // Always on the latch, which a signal (reload, shutdown), a new sink configuration and the
 // postmaster's death set. A commit that enqueued sets it only while the relay waits for
-// events: with no sink there is nothing to send its events with, and while commits gather
-// the relay waits for them on purpose. Then the committers skip the signal (a syscall each)
-// and the relay does not wake for each of them.
+// events: with no sink there is nothing to send its events with, while commits gather the
+// relay waits for them on purpose, and while it backs off it would only wait again. Then
+// the committers skip the signal (a syscall each) and the relay does not wake for each of
+// them.
 void Relay::wait(Pause pause) {
   const bool for_events = pause.kind == Pause::kForEvents;
   wake_on_commit(for_events);
@@ -153,6 +154,8 @@ void Relay::wait(Pause pause) {
       pgstat_report_activity(STATE_IDLE, "outbox relay: waiting for a sink");
     } else if (for_events && pause.ms > 0) {
       pgstat_report_activity(STATE_IDLE, "outbox relay: waiting for events");
+    } else if (pause.kind == Pause::kBackingOff) {
+      pgstat_report_activity(STATE_IDLE, "outbox relay: backing off");
     }
     if (!for_events) {
       // An earlier commit's wake-up is of no use here: its events wait for a sink, or for

@@ -285,9 +285,10 @@ class Relay {
   // (reload, shutdown) and at a new sink configuration.
   struct Pause {
     enum Kind {
-      kForEvents,  // and for a commit that enqueued: the next pass sends its events
-      kForSink,    // nothing to send with: commits that enqueue do not wake the relay
-      kGathering,  // commits gather for the next batch (core/pacing.hpp): they do not wake it
+      kForEvents,   // and for a commit that enqueued: the next pass sends its events
+      kForSink,     // nothing to send with: commits that enqueue do not wake the relay
+      kGathering,   // commits gather for the next batch (core/pacing.hpp): they do not wake it
+      kBackingOff,  // after a failure: commits do not wake it, the back-off's end does
     } kind;
     int ms;
   };
