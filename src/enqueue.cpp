@@ -8,12 +8,15 @@
 // Partition routing never fails for lack of a partition: when the clock has passed the
 // newest partition (outbox.rotate() has not run for a while) the row is routed to the last
 // instant of the newest partition through part_at, while created_at keeps the true time.
+// Nor does it go below the relay's sealed partitions (pg/relay_shmem.hpp), which it no longer
+// reads.
 // outbox.rotate() marks such a partition and keeps it until those rows are old enough. When
 // there is no partition at all (CREATE EXTENSION makes none), the first enqueue makes them.
 //
 // An id given by the caller is an idempotency key: enqueue with an id that an event of the
 // table already has writes nothing and returns the id when the event is the same, and fails
 // with 23505 when it is not (see insert_event).
+#include <algorithm>
 #include <array>
 
 #include "core/event_rules.hpp"
@@ -267,7 +270,11 @@ Datum insert_event(const char* function, const EventDatums& e) {
     }
   }
   const TimestampTz created = guard([] { return GetCurrentTimestamp(); });
-  const TimestampTz part_at = route(created);
+  TimestampTz part_at = route(created);
+  // Never into a partition the relay has sealed (a clock that stepped back): the oldest one
+  // it still reads, or the newest.
+  const TimestampTz floor = relay_enqueue_floor(MyDatabaseId);
+  if (part_at < floor) part_at = std::min(floor, state.newest_upper - 1);
   Datum id = e.id_null ? UUIDPGetDatum(new_id(created)) : e.id;
   guard([&] {
     if (state.insert_plan == nullptr) {

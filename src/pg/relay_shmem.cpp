@@ -28,6 +28,10 @@ struct Slot {
 
 struct RelayShared {
   pg_atomic_uint32 config_generation;
+  // The sealed partitions' floor (relay_publish_floor): the database, and the bound as the
+  // bits of a TimestampTz (0: none).
+  pg_atomic_uint32 floor_database;
+  pg_atomic_uint64 floor;
   int workers;
   Slot slots[kMaxWorkers];
 };
@@ -55,6 +59,8 @@ void shmem_startup() {
   if (!found) {
     memset(shared, 0, sizeof(RelayShared));
     pg_atomic_init_u32(&shared->config_generation, 1);
+    pg_atomic_init_u32(&shared->floor_database, InvalidOid);
+    pg_atomic_init_u64(&shared->floor, 0);
     shared->workers = requested_workers;
     for (Slot& slot : shared->slots) SpinLockInit(&slot.mutex);
   }
@@ -201,6 +207,35 @@ SlotView relay_slot_read(int index) {
 }
 
 int relay_worker_count() { return shared == nullptr ? 0 : shared->workers; }
+
+void relay_publish_floor(Oid database, TimestampTz floor) {
+  if (shared == nullptr) return;
+  if (pg_atomic_read_u32(&shared->floor_database) != database) {
+    pg_atomic_write_u64(&shared->floor, 0);
+    pg_write_barrier();
+    pg_atomic_write_u32(&shared->floor_database, database);
+    pg_write_barrier();
+  }
+  // Only up: a floor that an enqueue has read must stay true for the rest of its transaction.
+  uint64 current = pg_atomic_read_u64(&shared->floor);
+  const uint64 wanted = static_cast<uint64>(floor);
+  while ((current == 0 || static_cast<TimestampTz>(current) < floor) &&
+         !pg_atomic_compare_exchange_u64(&shared->floor, &current, wanted)) {
+  }
+  // Before the caller reads which transactions run (see relay_enqueue_floor).
+  pg_memory_barrier();
+}
+
+TimestampTz relay_enqueue_floor(Oid database) {
+  if (shared == nullptr) return DT_NOBEGIN;
+  // This transaction's virtual xid is visible to a relay before it reads the floor: either
+  // the relay that published a floor sees the transaction running, or this sees the floor.
+  pg_memory_barrier();
+  if (pg_atomic_read_u32(&shared->floor_database) != database) return DT_NOBEGIN;
+  pg_read_barrier();
+  const uint64 floor = pg_atomic_read_u64(&shared->floor);
+  return floor == 0 ? DT_NOBEGIN : static_cast<TimestampTz>(floor);
+}
 
 uint32 relay_config_generation() {
   return shared == nullptr ? 0 : pg_atomic_read_u32(&shared->config_generation);

@@ -79,6 +79,13 @@ int relay_worker_count();
 
 uint32 relay_config_generation();
 
+// The sealed partitions' floor (docs/design.md, "Sealed partitions"). The relay publishes
+// the bound it is about to seal below, before it reads which transactions run; enqueue in
+// that database routes no event below it (relay_enqueue_floor, DT_NOBEGIN when there is
+// none). It only goes up, until the server restarts.
+void relay_publish_floor(Oid database, TimestampTz floor);
+TimestampTz relay_enqueue_floor(Oid database);
+
 // Backend side: ask for a wake-up (and, for configure_sink, a configuration reload) at
 // the commit of the current transaction. Cheap: only sets flags.
 void relay_wake_at_commit(bool config_changed);

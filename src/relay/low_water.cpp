@@ -39,8 +39,9 @@ namespace {
 
 // The events waiting in the gaps [$1[i], $2[i]], at most $3 per gap, with the gap's number;
 // by gap, and by seq within each (the gaps are sorted and disjoint, so by seq overall).
-// Every partition is read (no part_at bound): what this finds decides how far the mark
-// moves.
+// Every partition but the sealed ones is read (no part_at bound of its own): what this finds
+// decides how far the mark moves. The %s of this and kLowWaterSql is the sealed
+// partitions' predicate (seal.cpp): every event in those is published or dead-lettered.
 constexpr const char* kProbeGapsSql =
     "SELECT g.i, e.seq "
     "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) WITH ORDINALITY "
@@ -48,7 +49,7 @@ constexpr const char* kProbeGapsSql =
     "  CROSS JOIN LATERAL ( "
     "    SELECT seq FROM outbox.events "
     "     WHERE seq >= g.lo AND seq <= g.hi AND published_at IS NULL AND dead_at IS NULL "
-    "       AND next_attempt_at IS NULL "
+    "       AND next_attempt_at IS NULL %s"
     "     ORDER BY seq LIMIT $3) e "
     " ORDER BY g.i, e.seq";
 constexpr Oid kProbeGapsTypes[3] = {INT8ARRAYOID, INT8ARRAYOID, INT8OID};
@@ -72,7 +73,7 @@ constexpr const char* kLowWaterSql =
     "SELECT CASE WHEN pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot()) >= $1 "
     "  THEN coalesce((SELECT min(seq) FROM outbox.events "
     "                  WHERE seq >= $2 AND seq <= $3 AND published_at IS NULL "
-    "                    AND dead_at IS NULL AND next_attempt_at IS NULL), $3 + 1) END";
+    "                    AND dead_at IS NULL AND next_attempt_at IS NULL %s), $3 + 1) END";
 // How often the mark is moved and saved. Between moves the scan starts a little lower.
 constexpr int64 kLowWaterCheckUs = 10 * 1000;
 constexpr int64 kLowWaterSaveUs = 1000 * 1000;
@@ -87,6 +88,8 @@ void LowWater::advance(TimestampTz now) {
     guard([&] { read_mark(); });
     restart_tracking();
   }
+  sealer_.advance(now, low_water_);
+  check_plans();
   if (horizon_valid_ && now - low_water_checked_at_ < kLowWaterCheckUs) {
     check_skipped_ = true;
     return;
@@ -139,7 +142,7 @@ void LowWater::read_mark() {
 int64 LowWater::first_new_after_resume_point(bool& passed) {
   if (low_water_plan_ == nullptr) {
     Oid types[3] = {XID8OID, INT8OID, INT8OID};
-    low_water_plan_ = prepare_kept(kLowWaterSql, 3, types);
+    low_water_plan_ = prepare_kept(psprintf(kLowWaterSql, sealer_.predicate().c_str()), 3, types);
   }
   // Below the resume point only the gaps can hold an event; past it, the first one.
   const int64 tail_from = fetch_from();
@@ -215,7 +218,10 @@ void LowWater::probe_gaps(TimestampTz now, int64 upto) {
     uint64 count;
   };
   const Found rows = guard([&] {
-    if (probe_plan_ == nullptr) probe_plan_ = prepare_kept(kProbeGapsSql, 3, kProbeGapsTypes);
+    if (probe_plan_ == nullptr) {
+      probe_plan_ =
+          prepare_kept(psprintf(kProbeGapsSql, sealer_.predicate().c_str()), 3, kProbeGapsTypes);
+    }
     Datum* lo = static_cast<Datum*>(palloc(sizeof(Datum) * n));
     Datum* hi = static_cast<Datum*>(palloc(sizeof(Datum) * n));
     for (int k = 0; k < n; ++k) {
@@ -316,6 +322,18 @@ void LowWater::restart_tracking() {
 void LowWater::forget() {
   low_water_ = -1;
   horizon_valid_ = false;
+  sealer_.reset();
+}
+
+void LowWater::check_plans() {
+  if (plans_version_ == sealer_.version()) return;
+  guard([&] {
+    for (SPIPlanPtr* plan : {&low_water_plan_, &probe_plan_}) {
+      if (*plan != nullptr) SPI_freeplan(*plan);
+      *plan = nullptr;
+    }
+  });
+  plans_version_ = sealer_.version();
 }
 
 TimestampTz LowWater::skipped_check_due() const {

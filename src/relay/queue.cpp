@@ -31,26 +31,28 @@ namespace {
 // that commits late below it is in the gaps (low_water.cpp), and fetched by kFetchLateSql.
 constexpr const char* kFetchNewSql = OUTBOX_FETCH_FROM
     " WHERE seq >= $2 AND published_at IS NULL AND dead_at IS NULL AND next_attempt_at IS NULL "
-    "   AND part_at < $3 "
+    "   AND part_at < $3 %s"
     " ORDER BY seq LIMIT $1 "
     "   FOR UPDATE SKIP LOCKED";
+// Every statement here has a %s for the sealed partitions' predicate (seal.cpp).
+//
 // $3 is a minute from now: no event can be in a partition that starts later (part_at is
-// its transaction's start), so the executor prunes the premade future partitions instead of
-// starting an index scan on each of them for every batch. If the clock stepped back by
-// more, such an event waits; the low-water mark, which reads every partition, does not
-// pass it.
+// the enqueue's clock, at most), so the executor prunes the premade future partitions
+// instead of starting an index scan on each of them for every batch. If the clock stepped
+// back by more, such an event waits; the low-water mark, which reads every partition that is
+// not sealed, does not pass it.
 constexpr int64 kFuturePartitionsAfterUs = 60 * USECS_PER_SEC;
 constexpr Oid kFetchNewTypes[3] = {INT8OID, INT8OID, TIMESTAMPTZOID};
 // Events whose retry time has come (index events_retry).
 constexpr const char* kFetchRetrySql = OUTBOX_FETCH_FROM
-    " WHERE next_attempt_at <= $2 AND published_at IS NULL AND dead_at IS NULL "
+    " WHERE next_attempt_at <= $2 AND published_at IS NULL AND dead_at IS NULL %s"
     " ORDER BY seq LIMIT $1 "
     "   FOR UPDATE SKIP LOCKED";
 constexpr Oid kFetchRetryTypes[2] = {INT8OID, TIMESTAMPTZOID};
 // Late events: the ones a probe of the gaps found ($2).
 constexpr const char* kFetchLateSql = OUTBOX_FETCH_FROM
     " WHERE seq = ANY($2) AND published_at IS NULL AND dead_at IS NULL "
-    "   AND next_attempt_at IS NULL AND part_at < $3 "
+    "   AND next_attempt_at IS NULL AND part_at < $3 %s"
     " ORDER BY seq LIMIT $1 "
     "   FOR UPDATE SKIP LOCKED";
 constexpr Oid kFetchLateTypes[3] = {INT8OID, INT8ARRAYOID, TIMESTAMPTZOID};
@@ -94,15 +96,24 @@ void Queue::append_rows(SPIPlanPtr plan, int nparams, const Datum* values, const
 // The later fetches of a transaction only continue after the rows already fetched: those
 // are locked by this transaction, and FOR UPDATE SKIP LOCKED would return them again.
 void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
-  const TimestampTz now = guard([&] {
-    if (fetch_new_plan_ == nullptr) {
-      fetch_new_plan_ = prepare_kept(kFetchNewSql, 3, kFetchNewTypes);
-      fetch_retry_plan_ = prepare_kept(kFetchRetrySql, 2, kFetchRetryTypes);
-      fetch_late_plan_ = prepare_kept(kFetchLateSql, 3, kFetchLateTypes);
-    }
-    return GetCurrentTimestamp();
-  });
+  const TimestampTz now = guard([&] { return GetCurrentTimestamp(); });
   if (first_of_transaction) mark.advance(now);
+  guard([&] {
+    const Sealer& sealer = mark.sealer();
+    if (fetch_new_plan_ != nullptr && plans_version_ != sealer.version()) {
+      for (SPIPlanPtr* plan : {&fetch_new_plan_, &fetch_retry_plan_, &fetch_late_plan_}) {
+        SPI_freeplan(*plan);
+        *plan = nullptr;
+      }
+    }
+    if (fetch_new_plan_ == nullptr) {
+      const char* sealed = sealer.predicate().c_str();
+      fetch_new_plan_ = prepare_kept(psprintf(kFetchNewSql, sealed), 3, kFetchNewTypes);
+      fetch_retry_plan_ = prepare_kept(psprintf(kFetchRetrySql, sealed), 2, kFetchRetryTypes);
+      fetch_late_plan_ = prepare_kept(psprintf(kFetchLateSql, sealed), 3, kFetchLateTypes);
+      plans_version_ = sealer.version();
+    }
+  });
   // Where each kind of row starts in the batch: retries, late events, new events.
   int late_from = 0;
   int new_from = 0;

@@ -9,6 +9,7 @@
 //                     rejected events (retries, dead letters)
 //   rows.cpp          a fetched row's values, copied into its batch by the executor
 //   low_water.cpp     the low-water mark, its horizon, the gaps and their probes
+//   seal.cpp          sealed partitions: past, resolved, unwritable; no query reads them
 //   sink_session.cpp  the configured sink: created, created again, observed, its log
 //   report.cpp        state and counters in shared memory, for outbox.status
 //
@@ -32,6 +33,7 @@
 
 extern "C" {
 #include "access/transam.h"
+#include "storage/lock.h"
 }
 
 extern "C" {
@@ -177,6 +179,44 @@ class SinkSession {
   TimestampTz config_updated_at_ = 0;
 };
 
+// seal.cpp: the partitions below the floor are sealed. Every event in them is published or
+// dead-lettered, and no transaction can route one there any more; no query reads them.
+class Sealer {
+ public:
+  // What every query on outbox.events adds: part_at at or above the floor, as a literal, so
+  // that the planner leaves the sealed partitions out of the plan. Empty while none is.
+  const std::string& predicate() const { return predicate_; }
+  // Moves with the predicate: a plan made for another version is made again.
+  uint64 version() const { return version_; }
+  // In the batch transaction, with the current mark (at most every second): a round of
+  // sealing moves on (start_round, finish_round).
+  void advance(TimestampTz now, int64 low_water);
+  // Nothing is sealed any more (a new extension; an event may have come back).
+  void reset();
+
+ private:
+  struct Partition {
+    Oid rel;
+    TimestampTz lower, upper;
+  };
+  std::vector<Partition> partitions() const;
+  bool waiting(Oid partition, int64 low_water) const;
+  bool audit(int64 low_water);
+  void start_round(TimestampTz now);
+  void finish_round(int64 low_water);
+  void seal(TimestampTz floor);
+
+  TimestampTz floor_ = DT_NOBEGIN;
+  uint64 version_ = 0;
+  std::string predicate_;
+  uint32 generation_ = 0;
+  TimestampTz checked_at_ = 0;
+  TimestampTz audited_at_ = 0;
+  // A round: the bound it seals below, and the transactions that ran when it was published.
+  TimestampTz target_ = DT_NOBEGIN;
+  std::vector<VirtualTransactionId> running_;
+};
+
 // low_water.cpp: where the scan for new events starts (docs/design.md, "The low-water
 // mark"). Every event below the mark is published, dead-lettered or waiting for a retry.
 class LowWater {
@@ -207,13 +247,19 @@ class LowWater {
   // A pass skipped the check (the one before was too recent) while gaps wait to be probed:
   // when the next check is due; 0 otherwise.
   TimestampTz skipped_check_due() const;
+  // The sealed partitions, which no query of the relay reads.
+  const Sealer& sealer() const { return sealer_; }
 
  private:
   void read_mark();
   int64 first_new_after_resume_point(bool& passed);
   bool read_horizon();
   void probe_gaps(TimestampTz now, int64 upto);
+  // Drops the plans that read outbox.events when the sealed partitions changed.
+  void check_plans();
 
+  Sealer sealer_;
+  uint64 plans_version_ = 0;
   SPIPlanPtr probe_plan_ = nullptr;
   SPIPlanPtr low_water_plan_ = nullptr;
   SPIPlanPtr save_plan_ = nullptr;
@@ -263,6 +309,8 @@ class Queue {
   SPIPlanPtr partition_plan(boost::container::flat_map<Oid, SPIPlanPtr>& cache, Oid rel,
                             bool reject);
 
+  // Made for the sealed partitions of plans_version_ (Sealer::version()).
+  uint64 plans_version_ = 0;
   SPIPlanPtr fetch_new_plan_ = nullptr;
   SPIPlanPtr fetch_retry_plan_ = nullptr;
   SPIPlanPtr fetch_late_plan_ = nullptr;
