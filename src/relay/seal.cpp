@@ -53,47 +53,57 @@ constexpr const char* kWaitingSql =
 
 }  // namespace
 
-// Inside guard(). The partitions of outbox.events with their bounds, by bound.
+// The partitions of outbox.events with their bounds, by bound. (PostgreSQL calls run under
+// guard() with no C++ object alive in them; the vectors are filled outside.)
 std::vector<Sealer::Partition> Sealer::partitions() const {
-  std::vector<Partition> out;
-  const Oid events = get_relname_relid("events", get_namespace_oid("outbox", false));
-  if (!OidIsValid(events)) return out;
-  Relation rel = table_open(events, AccessShareLock);
-  PartitionDesc desc = RelationGetPartitionDesc(rel, true);
-  PartitionBoundInfo bounds = desc->boundinfo;
-  // With a default partition (made by hand), none: the predicate would hide its rows.
-  if (bounds != nullptr && bounds->strategy == PARTITION_STRATEGY_RANGE &&
-      bounds->default_index < 0) {
-    // indexes[i] is the partition whose range ends at datums[i] (-1: no partition there).
-    for (int i = 0; i < bounds->ndatums; ++i) {
-      const int part = bounds->indexes[i];
-      if (part < 0) continue;
-      Partition p{desc->oids[part], DT_NOBEGIN, DT_NOEND};
-      if (bounds->kind[i][0] == PARTITION_RANGE_DATUM_VALUE) {
-        p.upper = DatumGetTimestampTz(bounds->datums[i][0]);
+  struct List {
+    Partition* items;
+    int count;
+  };
+  const List list = guard([] {
+    List out{nullptr, 0};
+    const Oid events = get_relname_relid("events", get_namespace_oid("outbox", false));
+    if (!OidIsValid(events)) return out;
+    Relation rel = table_open(events, AccessShareLock);
+    PartitionDesc desc = RelationGetPartitionDesc(rel, true);
+    PartitionBoundInfo bounds = desc->boundinfo;
+    // With a default partition (made by hand), none: the predicate would hide its rows.
+    if (bounds != nullptr && bounds->strategy == PARTITION_STRATEGY_RANGE &&
+        bounds->default_index < 0) {
+      out.items = static_cast<Partition*>(palloc(sizeof(Partition) * (bounds->ndatums + 1)));
+      // indexes[i] is the partition whose range ends at datums[i] (-1: no partition there).
+      for (int i = 0; i < bounds->ndatums; ++i) {
+        const int part = bounds->indexes[i];
+        if (part < 0) continue;
+        Partition p{desc->oids[part], DT_NOBEGIN, DT_NOEND};
+        if (bounds->kind[i][0] == PARTITION_RANGE_DATUM_VALUE) {
+          p.upper = DatumGetTimestampTz(bounds->datums[i][0]);
+        }
+        if (i > 0 && bounds->kind[i - 1][0] == PARTITION_RANGE_DATUM_VALUE) {
+          p.lower = DatumGetTimestampTz(bounds->datums[i - 1][0]);
+        }
+        out.items[out.count++] = p;
       }
-      if (i > 0 && bounds->kind[i - 1][0] == PARTITION_RANGE_DATUM_VALUE) {
-        p.lower = DatumGetTimestampTz(bounds->datums[i - 1][0]);
-      }
-      out.push_back(p);
     }
-  }
-  table_close(rel, AccessShareLock);
-  return out;
+    table_close(rel, AccessShareLock);
+    return out;
+  });
+  return std::vector<Partition>(list.items, list.items + list.count);
 }
 
-// Inside guard().
 bool Sealer::waiting(Oid partition, int64 low_water) const {
-  const char* name = quote_qualified_identifier("outbox", get_rel_name(partition));
-  Oid types[1] = {INT8OID};
-  Datum params[1] = {Int64GetDatum(low_water)};
-  if (SPI_execute_with_args(psprintf(kWaitingSql, name, name), 1, types, params, nullptr, false,
-                            1) != SPI_OK_SELECT ||
-      SPI_processed != 1) {
-    elog(ERROR, "outbox relay: checking partition %s failed", name);
-  }
-  bool isnull;
-  return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+  return guard([&] {
+    const char* name = quote_qualified_identifier("outbox", get_rel_name(partition));
+    Oid types[1] = {INT8OID};
+    Datum params[1] = {Int64GetDatum(low_water)};
+    if (SPI_execute_with_args(psprintf(kWaitingSql, name, name), 1, types, params, nullptr, false,
+                              1) != SPI_OK_SELECT ||
+        SPI_processed != 1) {
+      elog(ERROR, "outbox relay: checking partition %s failed", name);
+    }
+    bool isnull;
+    return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+  });
 }
 
 void Sealer::advance(TimestampTz now, int64 low_water) {
@@ -107,7 +117,7 @@ void Sealer::advance(TimestampTz now, int64 low_water) {
   checked_at_ = now;
   if (floor_ != DT_NOBEGIN && now - audited_at_ >= kSealAuditUs) {
     audited_at_ = now;
-    if (guard([&] { return audit(low_water); })) return;
+    if (audit(low_water)) return;
   }
   if (target_ == DT_NOBEGIN) {
     start_round(now);
@@ -116,13 +126,15 @@ void Sealer::advance(TimestampTz now, int64 low_water) {
   }
 }
 
-// Inside guard(): true when a sealed partition holds a waiting event (then nothing is sealed).
+// True when a sealed partition holds a waiting event (then nothing is sealed any more).
 bool Sealer::audit(int64 low_water) {
   for (const Partition& p : partitions()) {
     if (p.upper > floor_ || !waiting(p.rel, low_water)) continue;
-    ereport(LOG, (errmsg("outbox relay: partition %s holds events that were not there when "
-                         "it was sealed; reading every partition again",
-                         get_rel_name(p.rel))));
+    guard([&] {
+      ereport(LOG, (errmsg("outbox relay: partition %s holds events that were not there when "
+                           "it was sealed; reading every partition again",
+                           get_rel_name(p.rel))));
+    });
     reset();
     return true;
   }
@@ -130,57 +142,59 @@ bool Sealer::audit(int64 low_water) {
 }
 
 void Sealer::start_round(TimestampTz now) {
-  guard([&] {
-    const std::vector<Partition> parts = partitions();
-    // Past partitions, but never the newest: events are routed there when the clock passed
-    // it (enqueue.cpp).
-    TimestampTz target = DT_NOBEGIN;
-    for (size_t i = 0; i + 1 < parts.size(); ++i) {
-      if (parts[i].upper <= now && parts[i].upper > floor_) target = parts[i].upper;
-    }
-    if (target == DT_NOBEGIN) return;
+  const std::vector<Partition> parts = partitions();
+  // Past partitions, but never the newest: events are routed there when the clock passed
+  // it (enqueue.cpp).
+  TimestampTz target = DT_NOBEGIN;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (parts[i].upper <= now && parts[i].upper > floor_) target = parts[i].upper;
+  }
+  if (target == DT_NOBEGIN) return;
+  struct Running {
+    VirtualTransactionId* vxids;
+    int count;
+  };
+  const Running running = guard([&] {
     relay_publish_floor(MyDatabaseId, target);
-    int n = 0;
-    VirtualTransactionId* running =
-        GetCurrentVirtualXIDs(InvalidTransactionId, false, false, PROC_IN_VACUUM, &n);
-    running_.assign(running, running + n);
-    pfree(running);
-    target_ = target;
+    Running out{nullptr, 0};
+    out.vxids =
+        GetCurrentVirtualXIDs(InvalidTransactionId, false, false, PROC_IN_VACUUM, &out.count);
+    return out;
   });
+  running_.assign(running.vxids, running.vxids + running.count);
+  target_ = target;
 }
 
 void Sealer::finish_round(int64 low_water) {
-  guard([&] {
-    // Ended, or still running (then later).
-    size_t kept = 0;
-    for (const VirtualTransactionId& vxid : running_) {
-      if (!VirtualXactLock(vxid, false)) running_[kept++] = vxid;
-    }
-    running_.resize(kept);
-    if (!running_.empty()) return;
-    TimestampTz sealed = floor_;
-    for (const Partition& p : partitions()) {
-      if (p.upper <= floor_) continue;
-      if (p.upper > target_ || waiting(p.rel, low_water)) break;
-      sealed = p.upper;
-    }
-    target_ = DT_NOBEGIN;
-    if (sealed == floor_) return;
-    seal(sealed);
-    ereport(DEBUG1,
-            (errmsg("outbox relay: partitions below %s are sealed", timestamptz_to_str(sealed))));
-  });
+  // Ended, or still running (then later).
+  std::vector<VirtualTransactionId> still;
+  for (const VirtualTransactionId& vxid : running_) {
+    if (!guard([&] { return VirtualXactLock(vxid, false); })) still.push_back(vxid);
+  }
+  running_.swap(still);
+  if (!running_.empty()) return;
+  TimestampTz sealed = floor_;
+  for (const Partition& p : partitions()) {
+    if (p.upper <= floor_) continue;
+    if (p.upper > target_ || waiting(p.rel, low_water)) break;
+    sealed = p.upper;
+  }
+  target_ = DT_NOBEGIN;
+  if (sealed != floor_) seal(sealed);
 }
 
 void Sealer::seal(TimestampTz floor) {
-  floor_ = floor;
-  ++version_;
   // A literal, so that the planner prunes: timestamptz_out's text reads back exactly in the
   // same session.
-  predicate_ = std::string(" AND part_at >= ") +
-               quote_literal_cstr(DatumGetCString(
-                   DirectFunctionCall1(timestamptz_out, TimestampTzGetDatum(floor)))) +
-               "::pg_catalog.timestamptz ";
+  const char* literal = guard([&] {
+    const char* text =
+        DatumGetCString(DirectFunctionCall1(timestamptz_out, TimestampTzGetDatum(floor)));
+    ereport(DEBUG1, (errmsg("outbox relay: partitions below %s are sealed", text)));
+    return static_cast<const char*>(quote_literal_cstr(text));
+  });
+  predicate_ = std::string(" AND part_at >= ") + literal + "::pg_catalog.timestamptz ";
+  floor_ = floor;
+  ++version_;
 }
 
 void Sealer::reset() {
