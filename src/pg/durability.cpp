@@ -27,6 +27,12 @@ XLogRecPtr flush_visible_commits() {
   return lsn;
 }
 
+void flush_commits(XLogRecPtr upto) {
+#ifndef OUTBOX_BENCH_NO_DURABILITY_WAIT
+  if (!XLogRecPtrIsInvalid(upto) && XLogNeedsFlush(upto)) XLogFlush(upto);
+#endif
+}
+
 bool sync_standbys_behind(XLogRecPtr lsn) {
   // The walsenders of synchronous standbys keep lsn[] up to date as the standbys report,
   // whether or not a backend waits (SyncRepReleaseWaiters).

@@ -6,17 +6,25 @@
 // them would leave consumers holding events of transactions that never happened. (Logical
 // decoding cannot do this: it reads only flushed WAL.)
 //
-// Every commit a snapshot sees was inserted into the WAL before the snapshot was taken, so
-// the WAL insert position read after a fetch covers the commit of every fetched event.
-// Flushing up to there (nothing to do when the writers' own commits flushed it) makes them
-// durable locally. With outbox.wait_for_sync_standbys the relay also waits until the
-// synchronous standbys have flushed it, so that a failover to one of them loses nothing that
-// consumers already have.
+// An asynchronous commit leaves its WAL position in the commit log (the group LSN that hint
+// bits use: a commit-log page goes to disk only after the WAL up to it). The fetch reads each
+// row's xmin, and the relay flushes up to the newest such position (flush_commits): nothing
+// to do when the writers committed synchronously, or when the WAL writer got there first.
+// The relay's own asynchronous marks are not flushed for it.
+//
+// With outbox.wait_for_sync_standbys the relay also waits until the synchronous standbys
+// have flushed the commits. A writer with synchronous_commit = local leaves no position in
+// the commit log, so there the relay uses the WAL insert position read after the fetch:
+// every commit a snapshot sees was inserted before it was taken (flush_visible_commits).
 #pragma once
 
 #include "pg/postgres.hpp"
 
 namespace outbox::pg {
+
+// Flushes the WAL up to `upto` (the fetched rows' Fetched::commits_upto), unless it is
+// flushed already or invalid. Runs inside guard().
+void flush_commits(XLogRecPtr upto);
 
 // After a fetch, in its transaction: flushes the WAL up to every commit the fetch could see
 // and returns that position. Runs inside guard().

@@ -52,7 +52,7 @@ BatchResult Relay::run_transaction() {
   queue_.fetch(*current, true, mark_);
   result.fetched = current->fetched.count;
   result.full = current->fetched.full;
-  if (current->fetched.count > 0 && !make_durable()) result.abandoned = true;
+  if (current->fetched.count > 0 && !make_durable(current->fetched)) result.abandoned = true;
   if (current->fetched.count > 0 && !result.abandoned) {
     start_batch(*current);
     for (int n = 1;; ++n) {
@@ -62,7 +62,7 @@ BatchResult Relay::run_transaction() {
         queue_.fetch(*next, false, mark_);
         result.fetched += next->fetched.count;
         result.full = next->fetched.full;
-        if (next->fetched.count > 0 && !make_durable()) {
+        if (next->fetched.count > 0 && !make_durable(next->fetched)) {
           result.abandoned = true;
           next->fetched.count = 0;  // not sent; its rows are unlocked at the commit
         }
@@ -164,9 +164,14 @@ void Relay::finish_batch(Batch& batch, BatchResult& result) {
 // After a fetch: the commits of its events must not be able to vanish before the sink gets
 // them (pg/durability.hpp). False when the wait for the synchronous standbys was given up: at
 // shutdown, a reload or a new sink configuration; the batch is then not sent.
-bool Relay::make_durable() {
+bool Relay::make_durable(const Fetched& fetched) {
+  if (!settings.wait_for_sync_standbys) {
+    guard([&] { flush_commits(fetched.commits_upto); });
+    return true;
+  }
+  // A writer with synchronous_commit = local flushed its commit but did not wait for the
+  // standbys, and the commit log keeps no LSN for it: wait for everything the fetch saw.
   const XLogRecPtr lsn = guard([] { return flush_visible_commits(); });
-  if (!settings.wait_for_sync_standbys) return true;
   int polls = 0;
   while (guard([lsn] { return sync_standbys_behind(lsn); })) {
     if (polls == 0) {

@@ -22,7 +22,7 @@ namespace {
 // What every fetch returns, in the order receive_row() (rows.cpp) reads it.
 #define OUTBOX_FETCH_FROM                                                                 \
   "SELECT tableoid, ctid, id::text, aggregatetype::text, aggregateid::text, type::text, " \
-  "       payload, headers, attempts, created_at, seq "                                   \
+  "       payload, headers, attempts, created_at, seq, xmin "                             \
   "  FROM outbox.events "
 
 // New events, from the low-water mark up ($2), in insert order (index events_queue).
@@ -127,7 +127,7 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
     const int64 max_bytes = settings.batch_max_bytes;
     MemoryContextReset(batch.memory);  // an empty batch was never finished
     out = Fetched{static_cast<Row*>(MemoryContextAllocZero(batch.memory, sizeof(Row) * limit)), 0,
-                  false};
+                  false, InvalidXLogRecPtr};
     int64 bytes = 0;
 
     // Retries first: they are the oldest events. Looked for when one of ours is due, and at

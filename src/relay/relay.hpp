@@ -66,6 +66,9 @@ struct Fetched {
   Row* rows;
   int count;
   bool full;  // stopped by batch_size or batch_max_bytes: more work is likely waiting
+  // The WAL position up to which the commits of the rows' transactions must be flushed
+  // before they are sent (InvalidXLogRecPtr: they are durable).
+  XLogRecPtr commits_upto;
 };
 
 // One batch of the pipeline. Two of them live as long as the relay, so the sink's view of
@@ -104,6 +107,7 @@ struct RowReceiver {
   int limit;
   int64 bytes;  // payload and header bytes so far
   int64 max_bytes;
+  TransactionId last_xmin;  // the last row's, whose commit LSN is counted
 };
 // Ready to receive up to `limit` rows into `batch`, counting on from `bytes`.
 void init_row_receiver(RowReceiver& receiver, Batch& batch, StringInfo scratch, int limit,
@@ -350,7 +354,7 @@ class Relay {
   BatchResult run_transaction();
   void start_batch(Batch& batch);
   void finish_batch(Batch& batch, BatchResult& result);
-  bool make_durable();
+  bool make_durable(const Fetched& fetched);
   void abort_transaction();
 
   const int index_;

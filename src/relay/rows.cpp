@@ -1,6 +1,8 @@
 // A fetch's rows, taken straight from the executor into the batch's memory (no SPI tuple
 // table and no second copy). The payload comes as jsonb: its text is written here
 // (pg/jsonb_text.hpp), byte for byte what payload::text gives, and faster.
+#include <algorithm>
+
 #include "relay/relay.hpp"
 
 #include "pg/jsonb_object.hpp"
@@ -76,6 +78,14 @@ bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
   row.created_at = DatumGetTimestampTz(values[9]);
   row.seq = DatumGetInt64(values[10]);
   MemoryContextSwitchTo(old);
+  // Where the WAL must be flushed for this row's commit to be durable (0: it is): the group
+  // LSN of an asynchronous commit in the commit log, as hint bits use it. Rows of one
+  // transaction come together.
+  const TransactionId xmin = DatumGetTransactionId(values[11]);
+  if (xmin != receiver->last_xmin) {
+    receiver->last_xmin = xmin;
+    out.commits_upto = std::max(out.commits_upto, TransactionIdGetCommitLSN(xmin));
+  }
   receiver->bytes += row.payload.len + header_bytes;
   return out.count < receiver->limit && receiver->bytes < receiver->max_bytes;
 }
