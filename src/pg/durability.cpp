@@ -28,9 +28,10 @@ XLogRecPtr flush_visible_commits() {
 }
 
 void flush_commits(XLogRecPtr upto) {
-#ifndef OUTBOX_BENCH_NO_DURABILITY_WAIT
-  if (!XLogRecPtrIsInvalid(upto) && XLogNeedsFlush(upto)) XLogFlush(upto);
+#ifdef OUTBOX_BENCH_NO_DURABILITY_WAIT  // bench/relay/durability.sh's comparison build
+  upto = InvalidXLogRecPtr;
 #endif
+  if (!XLogRecPtrIsInvalid(upto) && XLogNeedsFlush(upto)) XLogFlush(upto);
 }
 
 bool sync_standbys_behind(XLogRecPtr lsn) {

@@ -71,6 +71,20 @@ is_deeply(
 is($node->safe_psql('shop', q{SELECT customer || ' ' || total FROM orders}),
 	'alice 42.00', 'the order committed with its event');
 
+# The grants, as pasted: the role enqueues and reads no event.
+my @grants = marked_blocks('README.md', 'grants');
+is(scalar @grants, 1, 'the README has one marked grants block');
+($rc, $out, $err) = $node->psql('shop', $grants[0], on_error_stop => 1);
+is($rc, 0, 'the grants run without error') or diag($err);
+$node->safe_psql('shop', q{GRANT INSERT ON orders TO app});
+($rc, $out, $err) = $node->psql('shop', q{SET ROLE app; BEGIN;
+INSERT INTO orders VALUES (2, 'bob', 7);
+SELECT outbox.enqueue('order', '2', 'OrderCreated', '{"order_id": 2}');
+COMMIT;}, on_error_stop => 1);
+is($rc, 0, 'the application role enqueues in its own transaction') or diag($err);
+($rc, $out, $err) = $node->psql('shop', q{SET ROLE app; SELECT count(*) FROM outbox.events});
+like($err, qr/permission denied/, 'and cannot read the events');
+
 SKIP: {
 	skip "pg_cron is not installed in $sharedir", 7 unless $have_cron;
 
