@@ -149,6 +149,9 @@ void Relay::finish_batch(Batch& batch, BatchResult& result) {
         if (queue_.mark_rejected(fetched.rows[i], o.error)) ++result.dead;
         if (result.first_rejection.empty()) result.first_rejection = "event rejected: " + o.error;
         break;
+      case sinks::Delivery::kDeferred:
+        ++result.deferred;
+        break;
       case sinks::Delivery::kUnavailable:
         ++result.unavailable;
         if (result.first_unavailable.empty()) {

@@ -89,6 +89,7 @@ struct BatchResult {
   int rejected = 0;
   int dead = 0;
   int unavailable = 0;
+  int deferred = 0;  // not sent: an earlier event of its key failed (sinks::Delivery::kDeferred)
   // A batch was fetched but not sent: the wait for the synchronous standbys was given up.
   bool abandoned = false;
   // The first of each kind: later ones are mostly consequences (a batch purged because the

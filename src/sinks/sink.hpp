@@ -56,6 +56,10 @@ enum class Delivery {
   kAcked,        // the broker has it; the relay marks the event published
   kUnavailable,  // sink-wide trouble (broker down, timeout): retry later, no attempt burned
   kRejected,     // this message was refused (too large, invalid): counts as an attempt
+  // Not sent, because an earlier message of its key (aggregatetype, aggregateid) in this
+  // batch or in an earlier batch still started was not acknowledged. No attempt is counted;
+  // the relay sends it after that one (ordered mode) or again later.
+  kDeferred,
 };
 
 struct Outcome {
@@ -113,6 +117,13 @@ class Sink {
   // `timeout`. Sets outcomes[i] for messages[i] (outcomes is resized by the caller).
   // Messages with the same key are delivered in the order given. Per-message failures go
   // into outcomes; an exception means the whole batch failed as kUnavailable.
+  //
+  // Per-key order (sink ABI 5): the key is (aggregatetype, aggregateid). Once a message is
+  // known not to be delivered (rejected, or unavailable), no later message of its key in the
+  // batch, or in a batch started after it while it is unfinished, may be delivered: the sink
+  // reports those kDeferred (or kUnavailable) instead. A message that fails after it was
+  // handed to the broker (a broker-side rejection) cannot hold back the ones already on their
+  // way; a sink documents whether that can happen.
   virtual void send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
                     std::chrono::milliseconds timeout) = 0;
 
@@ -168,9 +179,10 @@ class Sink {
 
 // 2: Sink::start() and finish(). 3: Sink::stop_when() and take_log(). 4: PluginV1::options
 // (declared options with kinds, files and secrets), Sink::observe_waits() instead of
-// stop_when(), Sink::max_message_bytes(). A plugin built for another version is refused with a
+// stop_when(), Sink::max_message_bytes(). 5: Delivery::kDeferred, and the per-key rule of
+// send(). A plugin built for another version is refused with a
 // message that says so: rebuild it against this header.
-inline constexpr int kAbiVersion = 4;
+inline constexpr int kAbiVersion = 5;
 
 struct PluginV1 {
   int abi_version;  // kAbiVersion of the header the plugin was built with
