@@ -1,6 +1,6 @@
 # outbox: PostgreSQL extension, built with PGXS.
 EXTENSION = outbox
-EXTVERSION = 0.4.0
+EXTVERSION = 0.5.0
 MODULE_big = outbox
 # The option rules of src/sinks are shared: configure_sink applies them before a sink sees its
 # options (src/pg/sink_loader.cpp), and the sinks again.

@@ -43,6 +43,7 @@ struct WorkerCounters {
   TimestampTz last_error_at;
   TimestampTz last_success_at;
   TimestampTz backoff_until;
+  int shards;  // how many shards it owns (core/shards.hpp)
 };
 
 // A consistent copy of one slot, for outbox.status.

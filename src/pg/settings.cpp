@@ -14,6 +14,7 @@ Settings settings = {
     /* partition_fillfactor */ 50,
     /* database */ nullptr,
     /* workers */ 1,
+    /* ordering */ kOrderingKey,
     /* batch_size */ 1000,
     /* batch_max_bytes */ 16 * 1024 * 1024,
     /* poll_interval_ms */ 1000,
@@ -27,6 +28,11 @@ Settings settings = {
     /* sink_files_directory */ nullptr,
     /* drop_discards_events */ false,
 };
+
+namespace {
+const config_enum_entry kOrderingOptions[] = {
+    {"key", kOrderingKey, false}, {"none", kOrderingNone, false}, {nullptr, 0, false}};
+}  // namespace
 
 void define_settings() {
   DefineCustomIntVariable(
@@ -158,10 +164,18 @@ void define_settings() {
         "The relay reads outbox.events and outbox.sink_config there. Needs a restart.",
         &settings.database, "postgres", PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
     DefineCustomIntVariable("outbox.workers", "Number of relay background workers.",
-                            "Order per key holds only with one worker. 0 disables the relay. "
-                            "Needs a restart.",
+                            "With outbox.ordering = key, events of one key keep their order "
+                            "with any number. 0 disables the relay. Needs a restart.",
                             &settings.workers, settings.workers, 0, 32, PGC_POSTMASTER, 0, nullptr,
                             nullptr, nullptr);
+    DefineCustomEnumVariable(
+        "outbox.ordering", "Whether the relay keeps the order of each key's events.",
+        "key: keys hash to 64 shards, each sent by one worker at a time, and a retrying event "
+        "holds back the later events of its key. none: workers take any event, and a "
+        "retrying event holds back nothing (faster with several workers, no order). Needs a "
+        "restart.",
+        &settings.ordering, settings.ordering, kOrderingOptions, PGC_POSTMASTER, 0, nullptr,
+        nullptr, nullptr);
   }
 
   MarkGUCPrefixReserved("outbox");

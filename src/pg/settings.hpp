@@ -14,6 +14,7 @@ struct Settings {
   // Relay (background workers; need shared_preload_libraries).
   char* database;
   int workers;
+  int ordering;  // Ordering: per key across the workers, or none
   int batch_size;
   int batch_max_bytes;
   int poll_interval_ms;
@@ -28,6 +29,8 @@ struct Settings {
   char* sink_files_directory;   // where sink options that name files (and secrets) may point
   bool drop_discards_events;    // DROP EXTENSION may discard unpublished events
 };
+
+enum Ordering { kOrderingKey = 0, kOrderingNone = 1 };
 
 // Current values. Valid after define_settings().
 extern Settings settings;

@@ -11,8 +11,9 @@ extern "C" {
 namespace outbox::pg {
 namespace {
 
-// 0.4.0 has 14 columns; until ALTER EXTENSION outbox UPDATE, 0.3.0's 12.
-constexpr int kColumns = 14;
+// 0.5.0 has 15 columns; until ALTER EXTENSION outbox UPDATE, 0.4.0's 14 or 0.3.0's 12.
+constexpr int kColumns = 15;
+constexpr int kColumns040 = 14;
 constexpr int kColumnsBefore040 = 12;
 
 struct Row {
@@ -65,6 +66,10 @@ Row slot_row(int index, const SlotView& slot) {
   set_time(row, 11, slot.in_use ? c.backoff_until : slot.restart_at);
   set_text(row, 12, settings.database);
   if (!slot.in_use) set_text(row, 13, slot.detail);
+  if (slot.in_use) {
+    row.values[14] = Int32GetDatum(c.shards);
+    row.nulls[14] = false;
+  }
   return row;
 }
 
@@ -85,7 +90,8 @@ OUTBOX_FUNCTION(outbox_workers) {
     if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE) {
       elog(ERROR, "outbox._workers must return a record");
     }
-    if (desc->natts != kColumns && desc->natts != kColumnsBefore040) {
+    if (desc->natts != kColumns && desc->natts != kColumns040 &&
+        desc->natts != kColumnsBefore040) {
       elog(ERROR, "outbox._workers: unexpected result type; run ALTER EXTENSION outbox UPDATE");
     }
     MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);

@@ -20,7 +20,12 @@ extern "C" {
 namespace outbox::pg::relay {
 
 Relay::Relay(int index)
-    : index_(index), rng_(static_cast<uint64>(MyProcPid) * 2654435761u), report_(index) {}
+    : index_(index),
+      rng_(static_cast<uint64>(MyProcPid) * 2654435761u),
+      report_(index),
+      ownership_(index) {
+  queue_.set_ordered(ownership_.ordered());
+}
 
 void Relay::run() {
   iteration_ = guard([] {

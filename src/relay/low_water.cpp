@@ -80,7 +80,8 @@ constexpr int64 kLowWaterSaveUs = 1000 * 1000;
 
 }  // namespace
 
-LowWater::LowWater() : gaps_(kMaxGapIntervals) {}
+LowWater::LowWater(const Ownership& ownership)
+    : ownership_(ownership), gaps_(kMaxGapIntervals) {}
 
 // Its PostgreSQL calls run under guard(); the gaps (C++ containers) are changed outside it.
 void LowWater::advance(TimestampTz now) {
@@ -88,7 +89,7 @@ void LowWater::advance(TimestampTz now) {
     guard([&] { read_mark(); });
     restart_tracking();
   }
-  sealer_.advance(now, low_water_);
+  sealer_.advance(now, floor_for_sealing());
   check_plans();
   if (horizon_valid_ && now - low_water_checked_at_ < kLowWaterCheckUs) {
     check_skipped_ = true;
@@ -120,19 +121,25 @@ void LowWater::advance(TimestampTz now) {
   if (guard([&] { return read_horizon(); })) restart_tracking();
 }
 
-// Runs inside guard(): the saved mark, when the relay starts or the extension came back.
+// Runs inside guard(): the saved marks of the owned shards (the least of them), when the
+// relay starts, gained shards or the extension came back.
 void LowWater::read_mark() {
-  int rc = SPI_execute("SELECT low_water, seq_filenode FROM outbox.relay_state", true, 1);
-  if (rc != SPI_OK_SELECT) elog(ERROR, "outbox relay: reading outbox.relay_state failed");
+  const char* sql = psprintf(
+      "SELECT (SELECT pg_catalog.min(low_water) FROM outbox.relay_shards "
+      "         WHERE shard OPERATOR(pg_catalog.=) ANY ('%s'::pg_catalog.int4[])), "
+      "       (SELECT seq_filenode FROM outbox.relay_state)",
+      shards::array_literal(ownership_.owned()).c_str());
+  int rc = SPI_execute(sql, true, 1);
+  if (rc != SPI_OK_SELECT || SPI_processed != 1) {
+    elog(ERROR, "outbox relay: reading outbox.relay_shards failed");
+  }
   low_water_ = 0;
   sequence_filenode_ = InvalidOid;
-  if (SPI_processed == 1) {
-    bool isnull;
-    Datum value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-    if (!isnull) low_water_ = DatumGetInt64(value);
-    value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
-    if (!isnull) sequence_filenode_ = DatumGetObjectId(value);
-  }
+  bool isnull;
+  Datum value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+  if (!isnull) low_water_ = DatumGetInt64(value);
+  value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+  if (!isnull) sequence_filenode_ = DatumGetObjectId(value);
   low_water_saved_ = low_water_;
   sequence_filenode_saved_ = sequence_filenode_;
 }
@@ -142,7 +149,7 @@ void LowWater::read_mark() {
 int64 LowWater::first_new_after_resume_point(bool& passed) {
   if (low_water_plan_ == nullptr) {
     Oid types[3] = {XID8OID, INT8OID, INT8OID};
-    low_water_plan_ = prepare_kept(psprintf(kLowWaterSql, sealer_.predicate().c_str()), 3, types);
+    low_water_plan_ = prepare_kept(psprintf(kLowWaterSql, scope().c_str()), 3, types);
   }
   // Below the resume point only the gaps can hold an event; past it, the first one.
   const int64 tail_from = fetch_from();
@@ -220,7 +227,7 @@ void LowWater::probe_gaps(TimestampTz now, int64 upto) {
   const Found rows = guard([&] {
     if (probe_plan_ == nullptr) {
       probe_plan_ =
-          prepare_kept(psprintf(kProbeGapsSql, sealer_.predicate().c_str()), 3, kProbeGapsTypes);
+          prepare_kept(psprintf(kProbeGapsSql, scope().c_str()), 3, kProbeGapsTypes);
     }
     Datum* lo = static_cast<Datum*>(palloc(sizeof(Datum) * n));
     Datum* hi = static_cast<Datum*>(palloc(sizeof(Datum) * n));
@@ -264,26 +271,57 @@ void LowWater::probe_gaps(TimestampTz now, int64 upto) {
   gaps_.replace_up_to(upto, kept);
 }
 
-// The row lock on outbox.relay_state is held only until the commit that follows.
+// Once a second: the mark of each owned shard, if it moved, and the least mark of all shards
+// (outbox.relay_state.low_water: what rotate(), DROP EXTENSION and outbox.status rely on, and
+// what sealing relies on). The row locks are held only until the commit that follows; each
+// shard's row is written by its owner only.
 void LowWater::save(TimestampTz now) {
-  const bool changed =
-      low_water_ != low_water_saved_ || sequence_filenode_ != sequence_filenode_saved_;
-  if (!changed || now - low_water_saved_at_ < kLowWaterSaveUs) return;
+  if (low_water_ < 0 || now - low_water_saved_at_ < kLowWaterSaveUs) return;
+  low_water_saved_at_ = now;
+  const shards::Mask owned = ownership_.owned();
+  if (low_water_ != low_water_saved_ && owned != 0) {
+    Oid types[1] = {INT8OID};
+    Datum params[1] = {Int64GetDatum(low_water_)};
+    const char* sql = psprintf(
+        "UPDATE outbox.relay_shards SET low_water = $1, updated_at = pg_catalog.now() "
+        " WHERE shard OPERATOR(pg_catalog.=) ANY ('%s'::pg_catalog.int4[])",
+        shards::array_literal(owned).c_str());
+    if (SPI_execute_with_args(sql, 1, types, params, nullptr, false, 0) != SPI_OK_UPDATE) {
+      elog(ERROR, "outbox relay: saving the low-water mark failed");
+    }
+    low_water_saved_ = low_water_;
+  }
+  if (floor_plan_ == nullptr) {
+    floor_plan_ = prepare_kept("SELECT pg_catalog.min(low_water) FROM outbox.relay_shards", 0,
+                               nullptr);
+  }
+  if (SPI_execute_plan(floor_plan_, nullptr, nullptr, false, 1) != SPI_OK_SELECT ||
+      SPI_processed != 1) {
+    elog(ERROR, "outbox relay: reading outbox.relay_shards failed");
+  }
+  bool isnull;
+  const Datum least = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+  saved_floor_ = isnull ? 0 : DatumGetInt64(least);
   if (save_plan_ == nullptr) {
     Oid types[2] = {INT8OID, OIDOID};
     save_plan_ = prepare_kept(
         "UPDATE outbox.relay_state SET low_water = $1, seq_filenode = $2, "
-        "updated_at = pg_catalog.now()",
+        "       updated_at = pg_catalog.now() "
+        " WHERE low_water IS DISTINCT FROM $1 OR seq_filenode IS DISTINCT FROM $2",
         2, types);
   }
-  Datum params[2] = {Int64GetDatum(low_water_), ObjectIdGetDatum(sequence_filenode_)};
+  Datum params[2] = {Int64GetDatum(saved_floor_), ObjectIdGetDatum(sequence_filenode_)};
   const char nulls[2] = {' ', OidIsValid(sequence_filenode_) ? ' ' : 'n'};
   if (SPI_execute_plan(save_plan_, params, nulls, false, 0) != SPI_OK_UPDATE) {
     elog(ERROR, "outbox relay: saving the low-water mark failed");
   }
-  low_water_saved_ = low_water_;
   sequence_filenode_saved_ = sequence_filenode_;
-  low_water_saved_at_ = now;
+}
+
+int64 LowWater::floor_for_sealing() const {
+  // Owning every shard (one worker, or unordered workers), its own mark holds for all.
+  if (ownership_.owned() == shards::kAll) return low_water_;
+  return saved_floor_;
 }
 
 int64 LowWater::fetch_from() const { return std::max<int64>(low_water_, resume_after_seq_ + 1); }
@@ -320,20 +358,25 @@ void LowWater::restart_tracking() {
 }
 
 void LowWater::forget() {
+  reread();
+  sealer_.reset();
+  saved_floor_ = -1;
+}
+
+void LowWater::reread() {
   low_water_ = -1;
   horizon_valid_ = false;
-  sealer_.reset();
 }
 
 void LowWater::check_plans() {
-  if (plans_version_ == sealer_.version()) return;
+  if (plans_version_ == scope_version()) return;
   guard([&] {
     for (SPIPlanPtr* plan : {&low_water_plan_, &probe_plan_}) {
       if (*plan != nullptr) SPI_freeplan(*plan);
       *plan = nullptr;
     }
   });
-  plans_version_ = sealer_.version();
+  plans_version_ = scope_version();
 }
 
 TimestampTz LowWater::skipped_check_due() const {

@@ -47,6 +47,16 @@ BatchResult Relay::run_transaction() {
   mark_.transaction_started();
   begin_worker_transaction("outbox relay: fetching");
   lock_events_first();
+  // Between this relay's transactions: a shard it gives back has nothing of it in flight.
+  if (ownership_.round(guard([] { return GetCurrentTimestamp(); }))) {
+    mark_.reread();
+    queue_.reload_holds();
+  }
+  report_.counters().shards = shards::count(ownership_.owned());
+  if (ownership_.owned() == 0) {  // every shard has another owner for now
+    commit_worker_transaction(iteration_);
+    return result;
+  }
   Batch* current = &batches_[0];
   Batch* next = &batches_[1];
   queue_.fetch(*current, true, mark_);
@@ -79,8 +89,16 @@ BatchResult Relay::run_transaction() {
   }
   guard([&] { mark_.save(GetCurrentTimestamp()); });
   commit_worker_transaction(iteration_);
-  // After a sink failure or an abandoned batch, the scan restarts from the mark instead.
-  if (result.unavailable == 0 && !result.abandoned) mark_.transaction_resolved();
+  // After a sink failure or an abandoned batch, the scan restarts from the mark instead
+  // (back_off() or step()); after a deferred event with no failed event of its key to wait
+  // behind, here.
+  if (result.unavailable == 0 && !result.abandoned) {
+    if (result.unresolved) {
+      mark_.restart_tracking();
+    } else {
+      mark_.transaction_resolved();
+    }
+  }
   if (result.fetched > 0) report_.count(result);
   return result;
 }
@@ -160,6 +178,8 @@ void Relay::finish_batch(Batch& batch, BatchResult& result) {
         break;
     }
   }
+  // After the rejections: their keys' holds are known.
+  if (result.deferred > 0 && !queue_.defer(fetched, batch.outcomes)) result.unresolved = true;
   batch.messages.clear();
   guard([&] { MemoryContextReset(batch.memory); });
 }

@@ -56,6 +56,14 @@ constexpr const char* kFetchLateSql = OUTBOX_FETCH_FROM
     " ORDER BY seq LIMIT $1 "
     "   FOR UPDATE SKIP LOCKED";
 constexpr Oid kFetchLateTypes[3] = {INT8OID, INT8ARRAYOID, TIMESTAMPTZOID};
+// The holds of the owned shards (core/key_holds.hpp): each key's earliest event waiting for
+// a retry (index events_retry), and its retry time.
+constexpr const char* kHoldsSql =
+    "SELECT DISTINCT ON (aggregatetype, aggregateid) aggregatetype::text, aggregateid::text, "
+    "       seq, next_attempt_at "
+    "  FROM outbox.events "
+    " WHERE next_attempt_at IS NOT NULL AND published_at IS NULL AND dead_at IS NULL %s"
+    " ORDER BY aggregatetype, aggregateid, seq";
 // Marking plans kept per partition, at most.
 constexpr size_t kMaxCachedPlans = 128;
 // The payload buffer (Queue::payload_scratch_) is given back once a payload grew it past this.
@@ -99,21 +107,28 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
   const TimestampTz now = guard([&] { return GetCurrentTimestamp(); });
   if (first_of_transaction) mark.advance(now);
   guard([&] {
-    const Sealer& sealer = mark.sealer();
-    if (fetch_new_plan_ != nullptr && plans_version_ != sealer.version()) {
-      for (SPIPlanPtr* plan : {&fetch_new_plan_, &fetch_retry_plan_, &fetch_late_plan_}) {
-        SPI_freeplan(*plan);
+    if (fetch_new_plan_ != nullptr && plans_version_ != mark.scope_version()) {
+      for (SPIPlanPtr* plan :
+           {&fetch_new_plan_, &fetch_retry_plan_, &fetch_late_plan_, &holds_plan_}) {
+        if (*plan != nullptr) SPI_freeplan(*plan);
         *plan = nullptr;
       }
     }
-    if (fetch_new_plan_ == nullptr) {
-      const char* sealed = sealer.predicate().c_str();
-      fetch_new_plan_ = prepare_kept(psprintf(kFetchNewSql, sealed), 3, kFetchNewTypes);
-      fetch_retry_plan_ = prepare_kept(psprintf(kFetchRetrySql, sealed), 2, kFetchRetryTypes);
-      fetch_late_plan_ = prepare_kept(psprintf(kFetchLateSql, sealed), 3, kFetchLateTypes);
-      plans_version_ = sealer.version();
-    }
   });
+  if (fetch_new_plan_ == nullptr) {
+    const std::string scope = mark.scope();
+    const char* sql = scope.c_str();
+    guard([&] {
+      fetch_new_plan_ = prepare_kept(psprintf(kFetchNewSql, sql), 3, kFetchNewTypes);
+      fetch_retry_plan_ = prepare_kept(psprintf(kFetchRetrySql, sql), 2, kFetchRetryTypes);
+      fetch_late_plan_ = prepare_kept(psprintf(kFetchLateSql, sql), 3, kFetchLateTypes);
+      holds_plan_ = prepare_kept(psprintf(kHoldsSql, sql), 0, nullptr);
+    });
+    plans_version_ = mark.scope_version();
+  }
+  // Before the retries: which keys they hold back, exact as of now.
+  const bool check_retries = first_of_transaction && now >= retry_check_at_;
+  if (check_retries && ordered_) load_holds(now);
   // Where each kind of row starts in the batch: retries, late events, new events.
   int late_from = 0;
   int new_from = 0;
@@ -132,11 +147,12 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
 
     // Retries first: they are the oldest events. Looked for when one of ours is due, and at
     // least every poll_interval (another worker may have scheduled them).
-    if (first_of_transaction && now >= retry_check_at_) {
+    if (check_retries) {
       const Datum params[2] = {Int64GetDatum(limit), TimestampTzGetDatum(now)};
       append_rows(fetch_retry_plan_, 2, params, kFetchRetryTypes, batch, limit, bytes, max_bytes);
       const bool more_due = out.count == limit || bytes >= max_bytes;
       retry_check_at_ = more_due ? now : now + static_cast<int64>(settings.poll_interval_ms) * 1000;
+      retry_check_at_ = holds_.earliest_at(retry_check_at_);
     }
 
     const TimestampTz future = now + kFuturePartitionsAfterUs;
@@ -162,10 +178,11 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
   // The bookkeeping, outside guard() (it allocates).
   mark.fetched(out.rows + late_from, new_from - late_from, late_tried, out.rows + new_from,
                out.count - new_from);
+  if (ordered_) hold_back(out);
 }
 
 SPIPlanPtr Queue::partition_plan(boost::container::flat_map<Oid, SPIPlanPtr>& cache, Oid rel,
-                                 bool reject) {
+                                 Update update) {
   auto found = cache.find(rel);
   if (found != cache.end()) return found->second;
   if (cache.size() >= kMaxCachedPlans) {
@@ -181,7 +198,12 @@ SPIPlanPtr Queue::partition_plan(boost::container::flat_map<Oid, SPIPlanPtr>& ca
     const char* table = quote_qualified_identifier("outbox", name);
     // A generic plan, made once (prepare_kept): the relay runs with enable_seqscan off (see
     // outbox_relay_main), so it is a TID scan even when made while the partition was empty.
-    if (reject) {
+    if (update == Update::kPutBack) {
+      Oid types[2] = {TIDOID, TIMESTAMPTZOID};
+      return prepare_kept(psprintf("UPDATE %s SET next_attempt_at = $2 WHERE ctid = $1", table), 2,
+                          types);
+    }
+    if (update == Update::kRejected) {
       Oid types[4] = {TIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
       return prepare_kept(psprintf("UPDATE %s SET attempts = attempts + 1, last_error = $2, "
                                    "next_attempt_at = $3, dead_at = $4 WHERE ctid = $1",
@@ -209,7 +231,7 @@ void Queue::mark_acked(const Fetched& batch, const std::vector<sinks::Outcome>& 
   }
   const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
   for (const auto& [rel, indexes] : by_partition) {
-    SPIPlanPtr plan = partition_plan(mark_plans_, rel, false);
+    SPIPlanPtr plan = partition_plan(mark_plans_, rel, Update::kPublished);
     const int n = static_cast<int>(indexes.size());
     const int* index_data = indexes.data();
     guard([&] {
@@ -234,7 +256,7 @@ bool Queue::mark_rejected(const Row& row, const std::string& error) {
   // No jitter: one relay fetches the due retries together anyway (docs/reference.md).
   const int delay_ms = pacing::backoff_ms(settings.retry_backoff_min_ms,
                                           settings.retry_backoff_max_ms, row.attempts + 1);
-  SPIPlanPtr plan = partition_plan(reject_plans_, row.rel, true);
+  SPIPlanPtr plan = partition_plan(reject_plans_, row.rel, Update::kRejected);
   const TimestampTz retry_at = guard([&] {
     const TimestampTz now = GetCurrentTimestamp();
     const TimestampTz at = now + static_cast<TimestampTz>(delay_ms) * 1000;
@@ -246,7 +268,99 @@ bool Queue::mark_rejected(const Row& row, const std::string& error) {
     return at;
   });
   if (!dead) retry_check_at_ = std::min(retry_check_at_, retry_at);
+  if (ordered_) {
+    // Its key's later events wait for it; a dead letter releases them (due now, and the
+    // holds are read again before they are fetched).
+    const TimestampTz now = retry_at - static_cast<TimestampTz>(delay_ms) * 1000;
+    holds_.failed(row.aggregatetype.view(), row.aggregateid.view(),
+                  {row.seq, dead ? now : retry_at});
+    if (dead) retry_check_at_ = std::min(retry_check_at_, now);
+  }
   return dead;
+}
+
+// Runs the holds query; the rows are copied out under guard(), the map filled outside it.
+void Queue::load_holds(TimestampTz now) {
+  (void)now;
+  struct Found {
+    char** types;
+    char** ids;
+    int64* seqs;
+    TimestampTz* ats;
+    uint64 count;
+  };
+  const Found rows = guard([&] {
+    if (SPI_execute_plan(holds_plan_, nullptr, nullptr, false, 0) != SPI_OK_SELECT) {
+      elog(ERROR, "outbox relay: reading the held keys failed");
+    }
+    const uint64 n = SPI_processed;
+    Found out{static_cast<char**>(palloc(sizeof(char*) * (n + 1))),
+              static_cast<char**>(palloc(sizeof(char*) * (n + 1))),
+              static_cast<int64*>(palloc(sizeof(int64) * (n + 1))),
+              static_cast<TimestampTz*>(palloc(sizeof(TimestampTz) * (n + 1))), n};
+    for (uint64 r = 0; r < n; ++r) {
+      HeapTuple tuple = SPI_tuptable->vals[r];
+      TupleDesc desc = SPI_tuptable->tupdesc;
+      bool isnull;
+      out.types[r] = SPI_getvalue(tuple, desc, 1);
+      out.ids[r] = SPI_getvalue(tuple, desc, 2);
+      out.seqs[r] = DatumGetInt64(SPI_getbinval(tuple, desc, 3, &isnull));
+      out.ats[r] = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 4, &isnull));
+    }
+    return out;
+  });
+  holds_.clear();
+  for (uint64 r = 0; r < rows.count; ++r) {
+    holds_.set(rows.types[r], rows.ids[r], {rows.seqs[r], rows.ats[r]});
+  }
+}
+
+void Queue::put_back(const Row& row, TimestampTz at) {
+  SPIPlanPtr plan = partition_plan(put_back_plans_, row.rel, Update::kPutBack);
+  guard([&] {
+    Datum params[2] = {PointerGetDatum(&row.tid), TimestampTzGetDatum(at)};
+    if (SPI_execute_plan(plan, params, nullptr, false, 0) != SPI_OK_UPDATE ||
+        SPI_processed != 1) {
+      elog(ERROR, "outbox relay: putting an event back behind its key failed");
+    }
+  });
+  retry_check_at_ = std::min(retry_check_at_, at);
+}
+
+void Queue::hold_back(Fetched& out) {
+  if (holds_.empty() || out.count == 0) return;
+  std::vector<KeyHolds::Key> keys(out.count);
+  std::vector<int64_t> seqs(out.count);
+  for (int i = 0; i < out.count; ++i) {
+    keys[i] = {out.rows[i].aggregatetype.view(), out.rows[i].aggregateid.view()};
+    seqs[i] = out.rows[i].seq;
+  }
+  const std::vector<int64_t> wait = holds_.decide(keys, seqs);
+  int kept = 0;
+  for (int i = 0; i < out.count; ++i) {
+    if (wait[i] >= 0) {
+      put_back(out.rows[i], wait[i]);
+    } else {
+      out.rows[kept++] = out.rows[i];
+    }
+  }
+  out.count = kept;
+}
+
+bool Queue::defer(const Fetched& batch, const std::vector<sinks::Outcome>& outcomes) {
+  bool resolved = true;
+  for (int i = 0; i < batch.count; ++i) {
+    if (outcomes[i].delivery != sinks::Delivery::kDeferred) continue;
+    const Row& row = batch.rows[i];
+    const KeyHolds::Hold* hold =
+        ordered_ ? holds_.find(row.aggregatetype.view(), row.aggregateid.view()) : nullptr;
+    if (hold != nullptr && hold->seq < row.seq) {
+      put_back(row, hold->at);
+    } else {
+      resolved = false;  // its blocker was not rejected (unavailable): sent again from the mark
+    }
+  }
+  return resolved;
 }
 
 }  // namespace outbox::pg::relay

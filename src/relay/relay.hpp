@@ -8,6 +8,7 @@
 //   queue.cpp         the queries on outbox.events: fetch into a batch, mark acknowledged and
 //                     rejected events (retries, dead letters)
 //   rows.cpp          a fetched row's values, copied into its batch by the executor
+//   ownership.cpp     the shards this relay owns, claimed and given back (ordered mode)
 //   low_water.cpp     the low-water mark, its horizon, the gaps and their probes
 //   seal.cpp          sealed partitions: past, resolved, unwritable; no query reads them
 //   sink_session.cpp  the configured sink: created, created again, observed, its log
@@ -25,8 +26,10 @@
 
 #include <boost/container/flat_map.hpp>
 
+#include "core/key_holds.hpp"
 #include "core/pacing.hpp"
 #include "core/seq_gaps.hpp"
+#include "core/shards.hpp"
 #include "pg/postgres.hpp"
 #include "pg/relay_shmem.hpp"
 #include "sinks/sink.hpp"
@@ -90,6 +93,8 @@ struct BatchResult {
   int dead = 0;
   int unavailable = 0;
   int deferred = 0;  // not sent: an earlier event of its key failed (sinks::Delivery::kDeferred)
+  // A deferred event stayed where it was (no rejected event of its key to wait behind).
+  bool unresolved = false;
   // A batch was fetched but not sent: the wait for the synchronous standbys was given up.
   bool abandoned = false;
   // The first of each kind: later ones are mostly consequences (a batch purged because the
@@ -222,11 +227,37 @@ class Sealer {
   std::vector<VirtualTransactionId> running_;
 };
 
+// ownership.cpp: the shards whose events this relay sends. Unordered (outbox.ordering =
+// none): all of them, shared with every other worker, and no lock is taken.
+class Ownership {
+ public:
+  explicit Ownership(int index);
+  // At the start of a batch transaction, at most once a second (every pass while it owns
+  // nothing): claims and gives back shards. True when it gained one: the mark must be read
+  // again and the holds reloaded.
+  bool round(TimestampTz now);
+  bool ordered() const { return ordered_; }
+  shards::Mask owned() const { return owned_; }
+  // What the queries on outbox.events add (shards::predicate), and its version: it moves
+  // whenever the owned shards change.
+  const std::string& predicate() const { return predicate_; }
+  uint64 version() const { return version_; }
+
+ private:
+  const int index_;
+  bool ordered_;
+  shards::Mask owned_ = 0;
+  std::string predicate_;
+  uint64 version_ = 0;
+  TimestampTz round_at_ = 0;
+};
+
 // low_water.cpp: where the scan for new events starts (docs/design.md, "The low-water
-// mark"). Every event below the mark is published, dead-lettered or waiting for a retry.
+// mark"). Every event below the mark is published, dead-lettered or waiting for a retry,
+// in the shards the relay owns (each shard's mark is saved in outbox.relay_shards).
 class LowWater {
  public:
-  LowWater();
+  explicit LowWater(const Ownership& ownership);
   // In the batch transaction, before its first fetch: moves the mark (at most every
   // kLowWaterCheckUs) and probes the gaps for late commits (late()).
   void advance(TimestampTz now);
@@ -249,25 +280,35 @@ class LowWater {
   void restart_tracking();
   // The extension is gone or was created again (a new sequence): read the mark again.
   void forget();
+  // The relay gained shards: read the marks of its shards again.
+  void reread();
   // A pass skipped the check (the one before was too recent) while gaps wait to be probed:
   // when the next check is due; 0 otherwise.
   TimestampTz skipped_check_due() const;
-  // The sealed partitions, which no query of the relay reads.
-  const Sealer& sealer() const { return sealer_; }
+  // What every query on outbox.events adds: the sealed partitions left out, and only the
+  // owned shards; the version moves with it (plans made for another are made again).
+  std::string scope() const { return sealer_.predicate() + ownership_.predicate(); }
+  uint64 scope_version() const { return sealer_.version() + ownership_.version(); }
 
  private:
   void read_mark();
   int64 first_new_after_resume_point(bool& passed);
   bool read_horizon();
   void probe_gaps(TimestampTz now, int64 upto);
-  // Drops the plans that read outbox.events when the sealed partitions changed.
+  // Drops the plans that read outbox.events when the scope changed.
   void check_plans();
+  // Below every shard's mark (the saved ones, and this relay's own for its shards): what
+  // sealing may rely on.
+  int64 floor_for_sealing() const;
 
+  const Ownership& ownership_;
   Sealer sealer_;
+  int64 saved_floor_ = -1;  // the least mark of outbox.relay_shards, read at each save
   uint64 plans_version_ = 0;
   SPIPlanPtr probe_plan_ = nullptr;
   SPIPlanPtr low_water_plan_ = nullptr;
   SPIPlanPtr save_plan_ = nullptr;
+  SPIPlanPtr floor_plan_ = nullptr;
   SPIPlanPtr sequence_plan_ = nullptr;
   // The low-water mark (-1: not read yet) and the horizon it may move up to.
   int64 low_water_ = -1;
@@ -301,20 +342,40 @@ class Queue {
   // Once, at start (inside guard()): the payload buffer, in TopMemoryContext.
   void init();
   // Fetches the next batch. The first of a transaction also moves the low-water mark, looks
-  // for retries, and takes the late events a probe of the gaps found.
+  // for retries, and takes the late events a probe of the gaps found. In ordered mode, rows
+  // of a held key (core/key_holds.hpp) go back on the retry path, behind their blocker,
+  // instead of into the batch.
   void fetch(Batch& batch, bool first_of_transaction, LowWater& mark);
+  // The holds must be read again before the next fetch (the owned shards changed, the
+  // tracking restarted).
+  void reload_holds() { retry_check_at_ = 0; }
+  // After a batch's outcomes are recorded: its deferred rows go back on the retry path
+  // behind the earlier event of their key that failed. False when one of them has no such
+  // event to wait for (it stays where it is, and the scan must restart from the mark).
+  bool defer(const Fetched& batch, const std::vector<sinks::Outcome>& outcomes);
   // Marks the acknowledged rows of `batch` published.
   void mark_acked(const Fetched& batch, const std::vector<sinks::Outcome>& outcomes);
   // A rejected event: a later retry, or the dead letters. True when dead-lettered.
   bool mark_rejected(const Row& row, const std::string& error);
+  void set_ordered(bool ordered) { ordered_ = ordered; }
 
  private:
   void append_rows(SPIPlanPtr plan, int nparams, const Datum* values, const Oid* types,
                    Batch& batch, int limit, int64& bytes, int64 max_bytes);
+  enum class Update { kPublished, kRejected, kPutBack };
   SPIPlanPtr partition_plan(boost::container::flat_map<Oid, SPIPlanPtr>& cache, Oid rel,
-                            bool reject);
+                            Update update);
 
-  // Made for the sealed partitions of plans_version_ (Sealer::version()).
+  void load_holds(TimestampTz now);
+  // Puts a fetched row back on the retry path until `at`; no attempt is counted.
+  void put_back(const Row& row, TimestampTz at);
+  // Removes the rows of held keys from the batch (put back behind their blockers).
+  void hold_back(Fetched& out);
+
+  bool ordered_ = false;
+  KeyHolds holds_;
+  SPIPlanPtr holds_plan_ = nullptr;
+  // Made for the scope of plans_version_ (LowWater::scope_version()).
   uint64 plans_version_ = 0;
   SPIPlanPtr fetch_new_plan_ = nullptr;
   SPIPlanPtr fetch_retry_plan_ = nullptr;
@@ -325,6 +386,7 @@ class Queue {
   TimestampTz retry_check_at_ = 0;
   boost::container::flat_map<Oid, SPIPlanPtr> mark_plans_;
   boost::container::flat_map<Oid, SPIPlanPtr> reject_plans_;
+  boost::container::flat_map<Oid, SPIPlanPtr> put_back_plans_;
 };
 
 // loop.cpp and pipeline.cpp: the worker.
@@ -367,7 +429,8 @@ class Relay {
   // Before the session: a batch's messages outlive the sink that may still read them.
   Batch batches_[2];
   SinkSession session_{report_};
-  LowWater mark_;
+  Ownership ownership_;
+  LowWater mark_{ownership_};
   Queue queue_;
   // Failed passes in a row: the back-off's attempt.
   int failures_ = 0;

@@ -1,0 +1,687 @@
+\echo Use "CREATE EXTENSION outbox" to load this file. \quit
+
+-- outbox 0.5.0, the whole install in one script. Older installations reach the same state
+-- through outbox--0.1.0.sql and the update scripts.
+--
+-- Security (see docs/security.md): the script first checks the schema (below); every
+-- statement that runs here names the pg_catalog functions, operators and types it uses; and
+-- every function whose body runs SQL pins search_path = pg_catalog, pg_temp, except enqueue
+-- and enqueue_batch (see their comment).
+
+-- Refuse a schema that anyone but a superuser controls. A role that owns it, may create in
+-- it, or owns an object in it could plant functions and operators that this script would
+-- run with superuser rights (the CVE-2022-2625 / CVE-2023-39417 class). Every install and
+-- update script starts with this same block; everything after it names pg_catalog objects
+-- explicitly, and function bodies pin search_path.
+DO $guard$
+DECLARE
+    v_problem text;
+BEGIN
+    SELECT p.problem INTO v_problem FROM (
+        SELECT pg_catalog.format('the schema is owned by %I, which is not a superuser', r.rolname) AS problem
+          FROM pg_catalog.pg_namespace n
+          JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) n.nspowner
+         WHERE n.nspname OPERATOR(pg_catalog.=) 'outbox' AND NOT r.rolsuper
+        UNION ALL
+        SELECT pg_catalog.format('%s may create objects in the schema',
+                                 COALESCE(pg_catalog.quote_ident(r.rolname), 'PUBLIC'))
+          FROM pg_catalog.pg_namespace n
+         CROSS JOIN LATERAL pg_catalog.aclexplode(n.nspacl) a
+          LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) a.grantee
+         WHERE n.nspname OPERATOR(pg_catalog.=) 'outbox'
+           AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE' AND r.rolsuper IS NOT TRUE
+        UNION ALL
+        SELECT pg_catalog.format('%s "%s" in the schema is owned by %I, which is not a superuser',
+                                 o.kind, o.name, r.rolname)
+          FROM pg_catalog.pg_namespace n
+         CROSS JOIN LATERAL (
+                SELECT 'relation', c.relname::pg_catalog.text, c.relowner FROM pg_catalog.pg_class c
+                 WHERE c.relnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'function', f.proname::pg_catalog.text, f.proowner FROM pg_catalog.pg_proc f
+                 WHERE f.pronamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'type', t.typname::pg_catalog.text, t.typowner FROM pg_catalog.pg_type t
+                 WHERE t.typnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'operator', o.oprname::pg_catalog.text, o.oprowner FROM pg_catalog.pg_operator o
+                 WHERE o.oprnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'collation', c.collname::pg_catalog.text, c.collowner FROM pg_catalog.pg_collation c
+                 WHERE c.collnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'conversion', c.conname::pg_catalog.text, c.conowner FROM pg_catalog.pg_conversion c
+                 WHERE c.connamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'operator class', c.opcname::pg_catalog.text, c.opcowner FROM pg_catalog.pg_opclass c
+                 WHERE c.opcnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'operator family', f.opfname::pg_catalog.text, f.opfowner FROM pg_catalog.pg_opfamily f
+                 WHERE f.opfnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'text search configuration', c.cfgname::pg_catalog.text, c.cfgowner
+                  FROM pg_catalog.pg_ts_config c WHERE c.cfgnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'text search dictionary', d.dictname::pg_catalog.text, d.dictowner
+                  FROM pg_catalog.pg_ts_dict d WHERE d.dictnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'statistics object', s.stxname::pg_catalog.text, s.stxowner
+                  FROM pg_catalog.pg_statistic_ext s WHERE s.stxnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'extension', e.extname::pg_catalog.text, e.extowner FROM pg_catalog.pg_extension e
+                 WHERE e.extnamespace OPERATOR(pg_catalog.=) n.oid
+                   AND e.extname OPERATOR(pg_catalog.<>) 'outbox') o(kind, name, owner)
+          JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) o.owner
+         WHERE n.nspname OPERATOR(pg_catalog.=) 'outbox' AND NOT r.rolsuper
+    ) p LIMIT 1;
+    IF v_problem IS NOT NULL THEN
+        RAISE EXCEPTION 'outbox: schema "outbox" is not safe to install into: %', v_problem
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'Its objects could run with superuser rights while the extension is installed or updated.',
+                  HINT = 'CREATE EXTENSION outbox makes the schema itself: drop a schema "outbox" that someone else made. An existing installation must have its schema and every object in it owned by superusers, and no other role may hold CREATE on it.';
+    END IF;
+END
+$guard$;
+
+-- Insert order. A transaction takes its xid before its sequence value (outbox._next_seq), and
+-- the sequence caches nothing: the relay's low-water mark relies on both (docs/design.md).
+-- Dumped by pg_dump (its value), so that restored events and new ones never share a seq.
+CREATE SEQUENCE outbox.events_seq CACHE 1;
+SELECT pg_catalog.pg_extension_config_dump('outbox.events_seq'::pg_catalog.regclass, '');
+
+-- nextval() after assigning the transaction id; the default of outbox.events.seq.
+CREATE FUNCTION outbox._next_seq(seq pg_catalog.regclass)
+RETURNS pg_catalog.int8
+AS 'MODULE_PATHNAME', 'outbox_next_seq'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION outbox._next_seq(pg_catalog.regclass) IS
+  'nextval() after assigning the transaction id; the default of outbox.events.seq.';
+
+-- The events table: Debezium's outbox shape (id, aggregatetype, aggregateid, type, payload)
+-- plus headers, timestamps and delivery state. Fixed-width columns first, so the row has no
+-- alignment padding.
+CREATE TABLE outbox.events (
+    seq             pg_catalog.int8        NOT NULL
+                    DEFAULT outbox._next_seq('outbox.events_seq'::pg_catalog.regclass),
+    created_at      pg_catalog.timestamptz NOT NULL,
+    -- Partition key: equals created_at, except when outbox.rotate() fell behind and the
+    -- event went to the last instant of the newest partition.
+    part_at         pg_catalog.timestamptz NOT NULL,
+    published_at    pg_catalog.timestamptz,
+    next_attempt_at pg_catalog.timestamptz,
+    dead_at         pg_catalog.timestamptz,
+    attempts        pg_catalog.int4        NOT NULL DEFAULT 0,
+    id              pg_catalog.uuid        NOT NULL,
+    aggregatetype   pg_catalog.varchar(255) NOT NULL,
+    aggregateid     pg_catalog.varchar(255) NOT NULL,
+    type            pg_catalog.varchar(255) NOT NULL,
+    payload         pg_catalog.jsonb       NOT NULL,
+    headers         pg_catalog.jsonb,
+    last_error      pg_catalog.text
+) PARTITION BY RANGE (part_at);
+ALTER SEQUENCE outbox.events_seq OWNED BY outbox.events.seq;
+COMMENT ON TABLE outbox.events IS
+  'Outbox events, partitioned by time. Write with outbox.enqueue(); rotate with outbox.rotate().';
+
+-- The indexes are each partition's own, made with it (outbox._create_partition), not
+-- partitioned indexes of outbox.events: pg_dump dumps a partition with its own indexes, and
+-- a restore attaching a partition to a table with partitioned indexes would make them a
+-- second time.
+
+-- Partitions made by outbox.rotate(). may_hold_late_rows marks a partition that was the
+-- newest while the clock had passed its end: it may hold recent events routed there, so
+-- rotation checks their created_at before dropping it.
+CREATE TABLE outbox.partitions (
+    name               pg_catalog.text        PRIMARY KEY,
+    lower_bound        pg_catalog.timestamptz NOT NULL,
+    upper_bound        pg_catalog.timestamptz NOT NULL,
+    may_hold_late_rows pg_catalog.bool        NOT NULL DEFAULT false,
+    created_at         pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CHECK (lower_bound OPERATOR(pg_catalog.<) upper_bound)
+);
+SELECT pg_catalog.pg_extension_config_dump('outbox.partitions'::pg_catalog.regclass, '');
+
+-- The relay's progress: every event with seq < low_water is published or dead-lettered.
+-- A floor: any value up to the true mark is correct, so it is saved now and then. Not
+-- dumped: after a restore the relay starts from 0 once. seq_filenode: the sequence's file
+-- when the mark was saved (ALTER SEQUENCE ... RESTART gives it a new one: scan from 0).
+CREATE TABLE outbox.relay_state (
+    singleton    pg_catalog.bool        PRIMARY KEY DEFAULT true CHECK (singleton),
+    low_water    pg_catalog.int8        NOT NULL DEFAULT 0,
+    seq_filenode pg_catalog.oid,
+    updated_at   pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+INSERT INTO outbox.relay_state DEFAULT VALUES;
+
+-- Per-key order with several relay workers (docs/design.md, "Order"): keys hash to 64
+-- shards, each sent by one worker at a time. Inlined into the relay's queries (no SET
+-- clause; it names only pg_catalog objects).
+CREATE FUNCTION outbox.shard_of(aggregatetype pg_catalog.text, aggregateid pg_catalog.text)
+RETURNS pg_catalog.int4
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN (pg_catalog.hashtext(aggregatetype) OPERATOR(pg_catalog.#) pg_catalog.hashtext(aggregateid))
+       OPERATOR(pg_catalog.&) 63;
+COMMENT ON FUNCTION outbox.shard_of(pg_catalog.text, pg_catalog.text) IS
+  'The shard (0 to 63) of a key: one relay worker at a time sends a shard''s events, in order.';
+
+-- The relay's progress per shard: every event of the shard with seq < low_water is
+-- published, dead-lettered or waiting for a retry. Written by the shard's owner only; a
+-- worker that gains a shard starts from its row. outbox.relay_state.low_water is the least
+-- of them. Not dumped: after a restore the relay starts from 0 once.
+CREATE TABLE outbox.relay_shards (
+    shard      pg_catalog.int4        PRIMARY KEY
+               CHECK (shard OPERATOR(pg_catalog.>=) 0 AND shard OPERATOR(pg_catalog.<) 64),
+    low_water  pg_catalog.int8        NOT NULL DEFAULT 0,
+    updated_at pg_catalog.timestamptz
+);
+INSERT INTO outbox.relay_shards (shard, low_water)
+SELECT s, (SELECT r.low_water FROM outbox.relay_state r)
+  FROM pg_catalog.generate_series(0, 63) s;
+
+-- Shard ownership: session advisory locks (pg_locks: classid 0, objid = the shard, objsubid
+-- 28531). The relay takes them with the same code; these are for tests and operators.
+CREATE FUNCTION outbox._claim_shards(shards pg_catalog.int4[])
+RETURNS pg_catalog.int4[]
+AS 'MODULE_PATHNAME', 'outbox_claim_shards'
+LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION outbox._claim_shards(pg_catalog.int4[]) IS
+  'Takes the free shards of those given for this session; returns the ones it owns.';
+CREATE FUNCTION outbox._release_shards(shards pg_catalog.int4[])
+RETURNS pg_catalog.int4[]
+AS 'MODULE_PATHNAME', 'outbox_release_shards'
+LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION outbox._release_shards(pg_catalog.int4[]) IS
+  'Gives back the shards of those given that this session owns; returns them.';
+
+-- The relay's sink: which sink library and its options. Secrets are never stored here: a
+-- secret option names a file under outbox.sink_files_directory (docs/security.md).
+-- Readable only by its owner; dumped by pg_dump.
+CREATE TABLE outbox.sink_config (
+    singleton  pg_catalog.bool        PRIMARY KEY DEFAULT true CHECK (singleton),
+    sink       pg_catalog.text        NOT NULL,
+    options    pg_catalog.jsonb       NOT NULL DEFAULT '{}',
+    updated_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+SELECT pg_catalog.pg_extension_config_dump('outbox.sink_config'::pg_catalog.regclass, '');
+
+CREATE FUNCTION outbox.enqueue(
+    aggregatetype pg_catalog.text,
+    aggregateid   pg_catalog.text,
+    type          pg_catalog.text,
+    payload       pg_catalog.jsonb,
+    headers       pg_catalog.jsonb DEFAULT NULL,
+    id            pg_catalog.uuid  DEFAULT NULL)
+RETURNS pg_catalog.uuid
+AS 'MODULE_PATHNAME', 'outbox_enqueue'
+LANGUAGE C VOLATILE PARALLEL UNSAFE SECURITY DEFINER;
+-- enqueue and enqueue_batch do not pin search_path: their SQL is prepared statements on
+-- outbox.events, schema-qualified, with typed parameters and no operator or function names,
+-- so no search_path can change what they do (sql/privileges.sql tries). Pinning it cost a
+-- sixth of enqueue's server time (a GUC save and restore on every call).
+COMMENT ON FUNCTION outbox.enqueue(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.jsonb, pg_catalog.uuid) IS
+  'Writes one event in the current transaction and returns its id (UUIDv7 unless given; a given id is an idempotency key).';
+
+CREATE FUNCTION outbox.enqueue_batch(events pg_catalog.jsonb)
+RETURNS pg_catalog.uuid[]
+AS 'MODULE_PATHNAME', 'outbox_enqueue_batch'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE SECURITY DEFINER;
+COMMENT ON FUNCTION outbox.enqueue_batch(pg_catalog.jsonb) IS
+  'Writes a JSON array of events in the current transaction; returns their ids in order.';
+
+CREATE FUNCTION outbox._partition_settings(
+    OUT interval_seconds pg_catalog.int4,
+    OUT retention_seconds pg_catalog.int4,
+    OUT premake pg_catalog.int4,
+    OUT lock_timeout_ms pg_catalog.int4,
+    OUT fillfactor pg_catalog.int4)
+AS 'MODULE_PATHNAME', 'outbox_partition_settings'
+LANGUAGE C STABLE
+SET search_path = pg_catalog, pg_temp;
+
+-- Makes one partition with its indexes, and attaches it without blocking writers: CREATE
+-- TABLE ... PARTITION OF would take ACCESS EXCLUSIVE on outbox.events, ATTACH PARTITION
+-- takes only SHARE UPDATE EXCLUSIVE. It keeps outbox.partition_fillfactor percent of each
+-- page for its rows and leaves the rest for their published versions. No index mentions
+-- published_at, so marking an event published is a heap-only update when its page has room.
+CREATE FUNCTION outbox._create_partition(p_lower timestamptz, p_upper timestamptz)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_name text := 'events_' || to_char(p_lower AT TIME ZONE 'UTC', 'YYYYMMDD"_"HH24MISS');
+BEGIN
+    EXECUTE format('CREATE TABLE outbox.%I (LIKE outbox.events INCLUDING DEFAULTS INCLUDING STORAGE INCLUDING COMPRESSION)'
+                   ' WITH (fillfactor = %s)', v_name, (outbox._partition_settings()).fillfactor);
+    PERFORM outbox._create_partition_indexes(v_name);
+    EXECUTE format('ALTER TABLE outbox.events ATTACH PARTITION outbox.%I FOR VALUES FROM (%L) TO (%L)',
+                   v_name, p_lower, p_upper);
+    INSERT INTO outbox.partitions (name, lower_bound, upper_bound) VALUES (v_name, p_lower, p_upper);
+    RETURN v_name;
+END
+$$;
+
+-- A partition's indexes: new events, scanned from the relay's low-water mark (_queue); events
+-- waiting for a retry (_retry); dead letters (_dead); lookup by event id (_id: an id given to
+-- enqueue, requeue, support questions).
+CREATE FUNCTION outbox._create_partition_indexes(p_name text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    EXECUTE format('CREATE INDEX %I ON outbox.%I (seq)', p_name || '_queue', p_name);
+    EXECUTE format('CREATE INDEX %I ON outbox.%I (seq) WHERE next_attempt_at IS NOT NULL', p_name || '_retry', p_name);
+    EXECUTE format('CREATE INDEX %I ON outbox.%I (seq) WHERE dead_at IS NOT NULL', p_name || '_dead', p_name);
+    EXECUTE format('CREATE INDEX %I ON outbox.%I (id)', p_name || '_id', p_name);
+END
+$$;
+
+-- The start of the partition that holds time t: multiples of the interval since the epoch.
+CREATE FUNCTION outbox._bucket_start(t timestamptz, interval_seconds integer)
+RETURNS timestamptz
+LANGUAGE sql IMMUTABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT to_timestamp(floor(extract(epoch FROM t) / interval_seconds) * interval_seconds)
+$$;
+
+-- Makes the partitions that should exist at p_now: the current interval, outbox.premake
+-- ahead, any hole in that range, and after a pause one partition covering the whole gap.
+-- Called by rotate(), and by enqueue when outbox.events has no partition at all (right after
+-- CREATE EXTENSION, which makes none: a restore from pg_dump brings its own). It first takes
+-- the lock that creating a partition needs anyway, so two callers never race: the second
+-- finds the first one's partitions.
+CREATE FUNCTION outbox._create_partitions(p_now timestamptz)
+RETURNS TABLE (action text, partition text, lower_bound timestamptz, upper_bound timestamptz, detail text)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    s          record;
+    v_step     interval;
+    v_newest   timestamptz;
+    v_lower    timestamptz;
+    v_upper    timestamptz;
+    v_next     timestamptz;
+    v_target   timestamptz;
+    v_current  timestamptz;
+BEGIN
+    LOCK TABLE outbox.events IN SHARE UPDATE EXCLUSIVE MODE;
+    SELECT * INTO s FROM outbox._partition_settings();
+    v_step    := make_interval(secs => s.interval_seconds);
+    v_current := outbox._bucket_start(p_now, s.interval_seconds);
+    v_target  := v_current + v_step * (s.premake + 1);
+
+    -- Forget partitions that were dropped or detached by hand.
+    DELETE FROM outbox.partitions q
+     WHERE NOT EXISTS (SELECT 1 FROM pg_inherits i
+                        WHERE i.inhparent = 'outbox.events'::regclass
+                          AND i.inhrelid = to_regclass(format('outbox.%I', q.name)));
+
+    SELECT max(q.upper_bound) INTO v_newest FROM outbox.partitions q;
+
+    -- Coverage from now up to premake intervals ahead, contiguous with the past.
+    v_lower := v_current;
+    IF v_newest IS NOT NULL THEN
+        IF v_newest <= p_now THEN
+            -- The clock passed the newest partition: enqueue routed recent events into it.
+            UPDATE outbox.partitions SET may_hold_late_rows = true WHERE upper_bound = v_newest;
+        END IF;
+        IF v_newest < v_current THEN
+            -- Rotation fell behind: one partition covers the whole gap, so that coverage
+            -- stays contiguous.
+            partition := outbox._create_partition(v_newest, v_current);
+            RETURN QUERY SELECT 'created', partition, v_newest, v_current, 'covers the time rotation did not run'::text;
+        END IF;
+    END IF;
+    -- From the current interval on, fill every range that no partition covers (normally
+    -- just the ones past the newest; also holes left by a partition dropped by hand).
+    LOOP
+        EXIT WHEN v_lower >= v_target;
+        SELECT q.upper_bound INTO v_upper FROM outbox.partitions q
+         WHERE q.lower_bound <= v_lower AND v_lower < q.upper_bound;
+        IF FOUND THEN
+            v_lower := v_upper;
+            CONTINUE;
+        END IF;
+        SELECT min(q.lower_bound) INTO v_next FROM outbox.partitions q WHERE q.lower_bound > v_lower;
+        v_upper := least(outbox._bucket_start(v_lower, s.interval_seconds) + v_step,
+                         coalesce(v_next, 'infinity'));
+        partition := outbox._create_partition(v_lower, v_upper);
+        RETURN QUERY SELECT 'created', partition, v_lower, v_upper, NULL::text;
+        v_lower := v_upper;
+    END LOOP;
+END
+$$;
+
+CREATE FUNCTION outbox.rotate()
+RETURNS TABLE (action text, partition text, lower_bound timestamptz, upper_bound timestamptz, detail text)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    s          record;
+    c          record;
+    v_now      timestamptz := clock_timestamp();
+    v_cutoff   timestamptz;
+    v_newest   timestamptz;
+    v_created  text[] := '{}';
+    v_busy     boolean;
+    v_low_water bigint;
+    v_candidates text[] := '{}';
+    v_old_timeout text;
+    p          record;
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        -- After the lock below, rotation must see every committed event; an older
+        -- snapshot could miss unpublished rows and drop them.
+        RAISE EXCEPTION 'outbox.rotate() must run at READ COMMITTED isolation'
+            USING ERRCODE = 'active_sql_transaction',
+                  HINT = 'Call it on its own, as pg_cron does.';
+    END IF;
+    -- One rotation at a time; a second one returns at once.
+    IF NOT pg_try_advisory_xact_lock(hashtext('outbox.rotate')) THEN
+        RAISE NOTICE 'outbox.rotate: another rotation is running; nothing done';
+        RETURN;
+    END IF;
+
+    SELECT * INTO s FROM outbox._partition_settings();
+    FOR c IN SELECT * FROM outbox._create_partitions(v_now) LOOP
+        v_created := v_created || c.partition;
+        action := c.action;
+        partition := c.partition;
+        lower_bound := c.lower_bound;
+        upper_bound := c.upper_bound;
+        detail := c.detail;
+        RETURN NEXT;
+    END LOOP;
+    -- The newest partition as it stood when this rotation started.
+    SELECT max(q.upper_bound) INTO v_newest FROM outbox.partitions q WHERE q.name <> ALL (v_created);
+
+    -- Drop: partitions whose whole range is past retention. Never the newest one as it
+    -- stood when this rotation started: a writer may still be routing into it.
+    IF s.retention_seconds = 0 THEN
+        RETURN;
+    END IF;
+    v_cutoff := v_now - make_interval(secs => s.retention_seconds);
+
+    -- First, without any lock: a partition that took events while rotation was behind is
+    -- kept until those events are past retention too. This may read the whole partition,
+    -- so it must not happen while writers wait on our lock. No event is routed into it any
+    -- more: newer partitions exist since the run that marked it.
+    FOR p IN SELECT q.* FROM outbox.partitions q
+              WHERE q.upper_bound <= v_cutoff
+                AND (v_newest IS NULL OR q.upper_bound < v_newest)
+              ORDER BY q.lower_bound
+    LOOP
+        IF p.may_hold_late_rows THEN
+            EXECUTE format('SELECT EXISTS (SELECT 1 FROM outbox.%I WHERE created_at > %L)', p.name, v_cutoff)
+               INTO STRICT v_busy;
+            IF v_busy THEN
+                RETURN QUERY SELECT 'kept', p.name, p.lower_bound, p.upper_bound,
+                                    'holds events written while rotation was behind; kept for their retention'::text;
+                CONTINUE;
+            END IF;
+        END IF;
+        v_candidates := v_candidates || p.name;
+    END LOOP;
+    IF cardinality(v_candidates) = 0 THEN
+        RETURN;
+    END IF;
+
+    -- Dropping a partition takes ACCESS EXCLUSIVE on outbox.events. Waiting for it would
+    -- queue every writer behind us, so wait only briefly (as PgQ does).
+    -- outbox.rotate_lock_timeout = 0 means NOWAIT: never queue at all.
+    v_old_timeout := current_setting('lock_timeout');
+    PERFORM set_config('lock_timeout', s.lock_timeout_ms || 'ms', true);
+    BEGIN
+        IF s.lock_timeout_ms = 0 THEN
+            LOCK TABLE outbox.events IN ACCESS EXCLUSIVE MODE NOWAIT;
+        ELSE
+            LOCK TABLE outbox.events IN ACCESS EXCLUSIVE MODE;
+        END IF;
+    EXCEPTION WHEN lock_not_available THEN
+        PERFORM set_config('lock_timeout', v_old_timeout, true);
+        RAISE NOTICE 'outbox.rotate: outbox.events is busy; dropping old partitions is left for the next run'
+            USING DETAIL = format('The lock was not granted within %s ms.', s.lock_timeout_ms);
+        RETURN QUERY
+            SELECT 'skipped', q.name, q.lower_bound, q.upper_bound, 'lock not granted in time'::text
+              FROM outbox.partitions q WHERE q.name = ANY (v_candidates) ORDER BY q.lower_bound;
+        RETURN;
+    END;
+    PERFORM set_config('lock_timeout', v_old_timeout, true);
+
+    -- With the lock held no writer is in flight, and each statement's snapshot sees every
+    -- committed event: the unpublished check cannot miss one. Below the relay's low-water
+    -- mark every event is published or dead-lettered, so it reads only the index entries
+    -- above the mark, the retries and the dead letters (three index probes).
+    SELECT r.low_water INTO v_low_water FROM outbox.relay_state r;
+    FOR p IN SELECT q.* FROM outbox.partitions q WHERE q.name = ANY (v_candidates) ORDER BY q.lower_bound
+    LOOP
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM outbox.%1$I WHERE seq >= $1 AND published_at IS NULL)'
+                       ' OR EXISTS (SELECT 1 FROM outbox.%1$I WHERE next_attempt_at IS NOT NULL AND published_at IS NULL)'
+                       ' OR EXISTS (SELECT 1 FROM outbox.%1$I WHERE dead_at IS NOT NULL AND published_at IS NULL)', p.name)
+           INTO STRICT v_busy USING coalesce(v_low_water, 0);
+        IF v_busy THEN
+            RAISE WARNING 'outbox.rotate: a partition past retention holds unpublished events; not dropped'
+                USING DETAIL = format('Partition outbox.%I, from %s to %s.', p.name, p.lower_bound, p.upper_bound),
+                      HINT = 'The relay has not published them yet (see outbox.events WHERE published_at IS NULL); the partition is dropped once they are.';
+            RETURN QUERY SELECT 'kept', p.name, p.lower_bound, p.upper_bound, 'holds unpublished events'::text;
+            CONTINUE;
+        END IF;
+        EXECUTE format('DROP TABLE outbox.%I', p.name);
+        DELETE FROM outbox.partitions q WHERE q.name = p.name;
+        RETURN QUERY SELECT 'dropped', p.name, p.lower_bound, p.upper_bound, NULL::text;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION outbox.rotate() IS
+  'Makes future partitions and drops those past outbox.retention that hold no unpublished event.';
+
+-- Checks the sink library and its options (it creates the sink once and closes it). Its
+-- errors never repeat the statement (which could hold a secret given by mistake).
+CREATE FUNCTION outbox._check_sink(sink text, options jsonb)
+RETURNS text
+AS 'MODULE_PATHNAME', 'outbox_check_sink'
+LANGUAGE C VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp;
+
+-- Wakes the relay at commit and makes it read its configuration again.
+CREATE FUNCTION outbox._notify_relay()
+RETURNS void
+AS 'MODULE_PATHNAME', 'outbox_notify_relay'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+-- Checks and stores the sink configuration; the relay picks it up at commit: no restart.
+CREATE FUNCTION outbox.configure_sink(sink text, options jsonb DEFAULT '{}')
+RETURNS text
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_description text;
+BEGIN
+    IF sink IS NULL OR options IS NULL THEN
+        RAISE EXCEPTION 'outbox.configure_sink: sink and options must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    v_description := outbox._check_sink(sink, options);
+    INSERT INTO outbox.sink_config AS c (sink, options)
+    VALUES (sink, options)
+    ON CONFLICT (singleton) DO UPDATE
+       SET sink = excluded.sink, options = excluded.options, updated_at = now();
+    PERFORM outbox._notify_relay();
+    IF current_setting('outbox.database', true) IS NULL THEN
+        RAISE NOTICE 'outbox is not in shared_preload_libraries: no relay runs on this server';
+    ELSIF current_setting('outbox.database') <> current_database() THEN
+        RAISE NOTICE 'the relay works in database "%", not in this one', current_setting('outbox.database')
+            USING HINT = 'Set outbox.database and restart, or configure the sink in that database.';
+    END IF;
+    RETURN v_description;
+END
+$$;
+COMMENT ON FUNCTION outbox.configure_sink(text, jsonb) IS
+  'Sets the relay''s sink (null, kafka, or a third-party outbox_sink_<name>.so) and its options.';
+
+CREATE FUNCTION outbox.unconfigure_sink()
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_removed boolean;
+BEGIN
+    DELETE FROM outbox.sink_config;
+    v_removed := FOUND;
+    PERFORM outbox._notify_relay();
+    RETURN v_removed;
+END
+$$;
+COMMENT ON FUNCTION outbox.unconfigure_sink() IS
+  'Removes the relay''s sink: the relay stops sending and events wait until outbox.configure_sink() is called again. True if a sink was configured.';
+
+-- One row per relay worker slot, from shared memory: running or not, and why not. One row
+-- saying so when outbox is not preloaded or outbox.workers is 0.
+CREATE FUNCTION outbox._workers(
+    OUT worker int, OUT pid int, OUT state text, OUT sink text,
+    OUT batches bigint, OUT events_sent bigint, OUT events_failed bigint,
+    OUT events_dead bigint, OUT last_error text, OUT last_error_at timestamptz,
+    OUT last_success_at timestamptz, OUT backoff_until timestamptz,
+    OUT database text, OUT detail text, OUT shards int)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'outbox_workers'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+-- What an operator watches. The lag is what is still unpublished and how old it is, not
+-- max(id) - last_id (which reads zero while events are being lost). It reads index ranges
+-- above the relay's low-water mark and the retries: it costs what the backlog costs.
+CREATE VIEW outbox.status AS
+SELECT w.worker, w.pid, w.state, w.sink, w.batches, w.events_sent, w.events_failed,
+       w.events_dead, w.last_error, w.last_error_at, w.last_success_at, w.backoff_until,
+       q.unpublished, q.oldest_unpublished_age, d.dead_lettered, w.database, w.detail,
+       w.shards
+  FROM (SELECT pg_catalog.count(*) AS unpublished,
+               pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.min(e.created_at)
+                 AS oldest_unpublished_age
+          FROM outbox.events e
+         WHERE (e.seq OPERATOR(pg_catalog.>=)
+                  COALESCE((SELECT r.low_water FROM outbox.relay_state r), 0::pg_catalog.int8)
+                OR e.next_attempt_at IS NOT NULL)
+           AND e.published_at IS NULL AND e.dead_at IS NULL) q
+ CROSS JOIN (SELECT pg_catalog.count(*) AS dead_lettered FROM outbox.events e
+              WHERE e.dead_at IS NOT NULL AND e.published_at IS NULL) d
+  LEFT JOIN outbox._workers() w ON true;
+COMMENT ON VIEW outbox.status IS
+  'One row per relay worker (running or not, and why), with the queue''s lag: unpublished events and the age of the oldest.';
+
+-- Dead letters: events the sink rejected outbox.max_attempts times. They stay in the table
+-- (and keep their partition) until requeued or published.
+CREATE VIEW outbox.dead_letters AS
+SELECT e.id, e.seq, e.aggregatetype, e.aggregateid, e.type, e.created_at, e.attempts,
+       e.last_error, e.dead_at
+  FROM outbox.events e
+ WHERE e.published_at IS NULL AND e.dead_at IS NOT NULL;
+
+-- A requeued event takes a new sequence number: it goes to the end of the queue, above the
+-- relay's low-water mark, as a new event would.
+CREATE FUNCTION outbox.requeue(event_id uuid)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_found boolean;
+BEGIN
+    UPDATE outbox.events
+       SET seq = outbox._next_seq('outbox.events_seq'), dead_at = NULL, attempts = 0,
+           next_attempt_at = NULL
+     WHERE id = event_id AND published_at IS NULL;
+    v_found := FOUND;
+    PERFORM outbox._notify_relay();
+    RETURN v_found;
+END
+$$;
+COMMENT ON FUNCTION outbox.requeue(uuid) IS
+  'Sends a dead-lettered (or waiting) event again: clears dead_at, attempts and the retry time.';
+
+CREATE FUNCTION outbox.requeue_dead()
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_count bigint;
+BEGIN
+    UPDATE outbox.events
+       SET seq = outbox._next_seq('outbox.events_seq'), dead_at = NULL, attempts = 0,
+           next_attempt_at = NULL
+     WHERE published_at IS NULL AND dead_at IS NOT NULL;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    PERFORM outbox._notify_relay();
+    RETURN v_count;
+END
+$$;
+COMMENT ON FUNCTION outbox.requeue_dead() IS 'Requeues every dead-lettered event.';
+
+-- DROP EXTENSION outbox (and DROP SCHEMA outbox CASCADE) would delete the events the relay
+-- has not delivered: refused unless outbox.drop_discards_events is on. It also takes the
+-- events table's lock first, the order the relay takes its locks in, so the drop never
+-- deadlocks with the relay, and tells the relay to forget its sink at commit.
+CREATE FUNCTION outbox._drop_guard()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'outbox_drop_guard'
+LANGUAGE C
+SET search_path = pg_catalog, pg_temp;
+CREATE EVENT TRIGGER outbox_drop_guard ON ddl_command_start
+    WHEN TAG IN ('DROP EXTENSION', 'DROP SCHEMA')
+    EXECUTE FUNCTION outbox._drop_guard();
+
+-- Least privilege: nothing is callable by PUBLIC, and nobody but the owner creates in the
+-- schema. See docs/security.md for the GRANTs of each role.
+REVOKE ALL ON SCHEMA outbox FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox.enqueue(text, text, text, jsonb, jsonb, uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox.enqueue_batch(jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._next_seq(regclass) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox.rotate() FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._partition_settings() FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._create_partition(timestamptz, timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._create_partitions(timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._create_partition_indexes(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._bucket_start(timestamptz, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._check_sink(text, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._notify_relay() FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox.configure_sink(text, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox.unconfigure_sink() FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._workers() FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox.requeue(uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox.requeue_dead() FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._drop_guard() FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox.shard_of(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._claim_shards(int4[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._release_shards(int4[]) FROM PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA outbox FROM PUBLIC;
+REVOKE ALL ON SEQUENCE outbox.events_seq FROM PUBLIC;
+-- Monitoring roles see the relay's state and lag, not events nor the sink configuration.
+GRANT USAGE ON SCHEMA outbox TO pg_monitor;
+GRANT SELECT ON outbox.status TO pg_monitor;
+GRANT EXECUTE ON FUNCTION outbox._workers() TO pg_monitor;
+
+-- The first partitions, so that enqueue works at once; released from the extension so that
+-- rotation can drop them and pg_dump dumps them with their events. A restore from pg_dump
+-- brings its own partitions, which ours would collide with: pg_dump's and pg_restore's
+-- scripts set row_security = off (this script runs with the caller's value), and then none
+-- are made here. Whenever outbox.events has no partition, the first enqueue makes them.
+DO $$
+DECLARE
+    r record;
+BEGIN
+    IF pg_catalog.current_setting('row_security') OPERATOR(pg_catalog.=) 'off' THEN
+        RETURN;
+    END IF;
+    FOR r IN SELECT * FROM outbox._create_partitions(pg_catalog.clock_timestamp()) LOOP
+        EXECUTE pg_catalog.format('ALTER EXTENSION outbox DROP TABLE outbox.%I', r.partition);
+    END LOOP;
+END
+$$;
+
+-- A relay that served an earlier installation in this database forgets it.
+SELECT outbox._notify_relay();

@@ -1,0 +1,49 @@
+// Shard ownership (core/shards.hpp). In ordered mode (outbox.ordering = key) a relay sends
+// only the events of the shards whose advisory locks it holds (pg/shard_locks.hpp). Once a
+// second, between transactions, it claims its preferred shards and those of workers that do
+// not run, and gives back the shards of workers that run again. A shard it gives back has
+// nothing of it in flight: the transaction that sent from it has committed, so the next
+// owner's snapshot, taken after it got the lock, sees every mark.
+#include "relay/relay.hpp"
+
+#include "pg/boundary.hpp"
+#include "pg/settings.hpp"
+#include "pg/shard_locks.hpp"
+
+namespace outbox::pg::relay {
+namespace {
+
+constexpr int64 kRoundUs = 1000 * 1000;
+
+}  // namespace
+
+Ownership::Ownership(int index) : index_(index) {
+  ordered_ = settings.ordering == kOrderingKey;
+  if (!ordered_) owned_ = shards::kAll;  // every worker takes any event
+}
+
+bool Ownership::round(TimestampTz now) {
+  if (!ordered_ || (now - round_at_ < kRoundUs && owned_ != 0 && round_at_ != 0)) return false;
+  round_at_ = now;
+  const int workers = settings.workers;
+  const shards::Round plan = shards::plan_round(index_, workers, owned_, [](int w) {
+    return w >= 0 && w < relay_worker_count() && relay_slot_in_use(w);
+  });
+  if (plan.claim == 0 && plan.release == 0) return false;
+  // One lock call at a time, the mask updated after each: it always says what the session
+  // holds, even when a later call fails.
+  const shards::Mask before = owned_;
+  for (int s = 0; s < shards::kShards; ++s) {
+    const shards::Mask bit = shards::Mask{1} << s;
+    if (plan.release & bit) owned_ &= ~guard([bit] { return release_shards(bit); });
+    if (plan.claim & bit) owned_ |= guard([bit] { return claim_shards(bit); });
+  }
+  const bool gained = (owned_ & ~before) != 0;
+  if (owned_ != before) {
+    ++version_;
+    predicate_ = shards::predicate(owned_);
+  }
+  return gained;
+}
+
+}  // namespace outbox::pg::relay
