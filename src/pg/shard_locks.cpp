@@ -81,7 +81,8 @@ shards::Mask release_shards(shards::Mask give) {
 // outbox._claim_shards(int4[]): the shards this session owns of those asked for.
 OUTBOX_FUNCTION(outbox_claim_shards) {
   return outbox::pg::guard([&] {
-    return outbox::pg::array_of(outbox::pg::claim_shards(outbox::pg::mask_of(PG_GETARG_ARRAYTYPE_P(0))));
+    return outbox::pg::array_of(
+        outbox::pg::claim_shards(outbox::pg::mask_of(PG_GETARG_ARRAYTYPE_P(0))));
   });
 }
 

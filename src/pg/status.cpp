@@ -90,8 +90,7 @@ OUTBOX_FUNCTION(outbox_workers) {
     if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE) {
       elog(ERROR, "outbox._workers must return a record");
     }
-    if (desc->natts != kColumns && desc->natts != kColumns040 &&
-        desc->natts != kColumnsBefore040) {
+    if (desc->natts != kColumns && desc->natts != kColumns040 && desc->natts != kColumnsBefore040) {
       elog(ERROR, "outbox._workers: unexpected result type; run ALTER EXTENSION outbox UPDATE");
     }
     MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);

@@ -80,8 +80,7 @@ constexpr int64 kLowWaterSaveUs = 1000 * 1000;
 
 }  // namespace
 
-LowWater::LowWater(const Ownership& ownership)
-    : ownership_(ownership), gaps_(kMaxGapIntervals) {}
+LowWater::LowWater(const Ownership& ownership) : ownership_(ownership), gaps_(kMaxGapIntervals) {}
 
 // Its PostgreSQL calls run under guard(); the gaps (C++ containers) are changed outside it.
 void LowWater::advance(TimestampTz now) {
@@ -226,8 +225,7 @@ void LowWater::probe_gaps(TimestampTz now, int64 upto) {
   };
   const Found rows = guard([&] {
     if (probe_plan_ == nullptr) {
-      probe_plan_ =
-          prepare_kept(psprintf(kProbeGapsSql, scope().c_str()), 3, kProbeGapsTypes);
+      probe_plan_ = prepare_kept(psprintf(kProbeGapsSql, scope().c_str()), 3, kProbeGapsTypes);
     }
     Datum* lo = static_cast<Datum*>(palloc(sizeof(Datum) * n));
     Datum* hi = static_cast<Datum*>(palloc(sizeof(Datum) * n));
@@ -292,8 +290,8 @@ void LowWater::save(TimestampTz now) {
     low_water_saved_ = low_water_;
   }
   if (floor_plan_ == nullptr) {
-    floor_plan_ = prepare_kept("SELECT pg_catalog.min(low_water) FROM outbox.relay_shards", 0,
-                               nullptr);
+    floor_plan_ =
+        prepare_kept("SELECT pg_catalog.min(low_water) FROM outbox.relay_shards", 0, nullptr);
   }
   if (SPI_execute_plan(floor_plan_, nullptr, nullptr, false, 1) != SPI_OK_SELECT ||
       SPI_processed != 1) {

@@ -319,8 +319,7 @@ void Queue::put_back(const Row& row, TimestampTz at) {
   SPIPlanPtr plan = partition_plan(put_back_plans_, row.rel, Update::kPutBack);
   guard([&] {
     Datum params[2] = {PointerGetDatum(&row.tid), TimestampTzGetDatum(at)};
-    if (SPI_execute_plan(plan, params, nullptr, false, 0) != SPI_OK_UPDATE ||
-        SPI_processed != 1) {
+    if (SPI_execute_plan(plan, params, nullptr, false, 0) != SPI_OK_UPDATE || SPI_processed != 1) {
       elog(ERROR, "outbox relay: putting an event back behind its key failed");
     }
   });
