@@ -97,13 +97,15 @@ SELECT s, (SELECT r.low_water FROM outbox.relay_state r)
 CREATE FUNCTION outbox._claim_shards(shards pg_catalog.int4[])
 RETURNS pg_catalog.int4[]
 AS 'MODULE_PATHNAME', 'outbox_claim_shards'
-LANGUAGE C VOLATILE STRICT;
+LANGUAGE C VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION outbox._claim_shards(pg_catalog.int4[]) IS
   'Takes the free shards of those given for this session; returns the ones it owns.';
 CREATE FUNCTION outbox._release_shards(shards pg_catalog.int4[])
 RETURNS pg_catalog.int4[]
 AS 'MODULE_PATHNAME', 'outbox_release_shards'
-LANGUAGE C VOLATILE STRICT;
+LANGUAGE C VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION outbox._release_shards(pg_catalog.int4[]) IS
   'Gives back the shards of those given that this session owns; returns them.';
 

@@ -12,7 +12,9 @@ SELECT p.proname
  ORDER BY 1;
 -- Every function pins search_path, except the three C functions on the hot path: enqueue and
 -- enqueue_batch, whose only SQL is a schema-qualified INSERT without operator or function
--- names (see below), and _next_seq, the column default, which runs no SQL.
+-- names (see below), and _next_seq, the column default, which runs no SQL; and shard_of,
+-- whose SQL names only pg_catalog objects (a SET clause would keep it from being inlined
+-- into the relay's queries).
 SELECT p.proname
   FROM pg_proc p
  WHERE p.pronamespace = 'outbox'::regnamespace
@@ -61,6 +63,14 @@ RESET search_path;
 SELECT count(*) AS in_trap FROM trap.events;
 RESET ROLE;
 SELECT aggregateid, payload, seq > 0 AS real_seq FROM outbox.events WHERE aggregateid = 'hostile' ORDER BY seq;
+-- Nor shard_of (no SET clause, so that it is inlined): it names pg_catalog's hashtext and
+-- operators, not look-alikes that come first in the path.
+SELECT outbox.shard_of('order', 'hostile') AS shard_plain \gset
+CREATE FUNCTION trap.hashtext(text) RETURNS integer LANGUAGE sql AS 'SELECT 7';
+SET search_path = trap, pg_catalog, public;
+SELECT outbox.shard_of('order', 'hostile') = :shard_plain AS shard_unchanged,
+       hashtext('x') AS trap_in_path;
+RESET search_path;
 DROP SCHEMA trap CASCADE;
 
 -- A role without the grant is refused, even with access to the schema.

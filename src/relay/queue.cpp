@@ -128,7 +128,7 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
   }
   // Before the retries: which keys they hold back, exact as of now.
   const bool check_retries = first_of_transaction && now >= retry_check_at_;
-  if (check_retries && ordered_) load_holds(now);
+  if (check_retries && ordered_) load_holds();
   // Where each kind of row starts in the batch: retries, late events, new events.
   int late_from = 0;
   int new_from = 0;
@@ -257,31 +257,25 @@ bool Queue::mark_rejected(const Row& row, const std::string& error) {
   const int delay_ms = pacing::backoff_ms(settings.retry_backoff_min_ms,
                                           settings.retry_backoff_max_ms, row.attempts + 1);
   SPIPlanPtr plan = partition_plan(reject_plans_, row.rel, Update::kRejected);
-  const TimestampTz retry_at = guard([&] {
-    const TimestampTz now = GetCurrentTimestamp();
-    const TimestampTz at = now + static_cast<TimestampTz>(delay_ms) * 1000;
+  const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
+  const TimestampTz retry_at = now + static_cast<TimestampTz>(delay_ms) * 1000;
+  guard([&] {
     Datum params[4] = {PointerGetDatum(&row.tid), CStringGetTextDatum(error.c_str()),
-                       TimestampTzGetDatum(at), TimestampTzGetDatum(now)};
+                       TimestampTzGetDatum(retry_at), TimestampTzGetDatum(now)};
     const char nulls[4] = {' ', ' ', dead ? 'n' : ' ', dead ? ' ' : 'n'};
     int rc = SPI_execute_plan(plan, params, nulls, false, 0);
     if (rc != SPI_OK_UPDATE) elog(ERROR, "outbox relay: recording a rejection failed");
-    return at;
   });
-  if (!dead) retry_check_at_ = std::min(retry_check_at_, retry_at);
-  if (ordered_) {
-    // Its key's later events wait for it; a dead letter releases them (due now, and the
-    // holds are read again before they are fetched).
-    const TimestampTz now = retry_at - static_cast<TimestampTz>(delay_ms) * 1000;
-    holds_.failed(row.aggregatetype.view(), row.aggregateid.view(),
-                  {row.seq, dead ? now : retry_at});
-    if (dead) retry_check_at_ = std::min(retry_check_at_, now);
-  }
+  // Ordered: its key's later events wait for it. A dead letter releases them: they are due
+  // now, and the holds are read again before they are fetched.
+  const TimestampTz due = dead ? now : retry_at;
+  if (ordered_) holds_.failed(row.aggregatetype.view(), row.aggregateid.view(), {row.seq, due});
+  if (!dead || ordered_) retry_check_at_ = std::min(retry_check_at_, due);
   return dead;
 }
 
 // Runs the holds query; the rows are copied out under guard(), the map filled outside it.
-void Queue::load_holds(TimestampTz now) {
-  (void)now;
+void Queue::load_holds() {
   struct Found {
     char** types;
     char** ids;

@@ -366,7 +366,7 @@ class Queue {
   SPIPlanPtr partition_plan(boost::container::flat_map<Oid, SPIPlanPtr>& cache, Oid rel,
                             Update update);
 
-  void load_holds(TimestampTz now);
+  void load_holds();
   // Puts a fetched row back on the retry path until `at`; no attempt is counted.
   void put_back(const Row& row, TimestampTz at);
   // Removes the rows of held keys from the batch (put back behind their blockers).
