@@ -9,9 +9,11 @@
 # Everything runs in the database "postgres", the relay's outbox.database.
 #
 # Each script: relay_start PORT [extra postgresql.conf lines] -> cluster + extension +
-# relay worker up; mock_start -> the Kafka mock (librdkafka's mock cluster, 1 broker, on
-# 127.0.0.1), BOOTSTRAP set. On exit (any path) relay_cleanup stops what was started here,
-# by pid, and removes the work directory (BENCH_KEEP=1 keeps it).
+# relay worker up; relay_restart [postgresql.conf lines] -> the same server restarted with
+# other restart-only settings (outbox.workers); mock_start -> the Kafka mock (librdkafka's
+# mock cluster, 1 broker, on 127.0.0.1), BOOTSTRAP set. On exit (any path) relay_cleanup
+# stops what was started here, by pid, and removes the work directory (BENCH_KEEP=1 keeps
+# it).
 
 RELAY_BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../lib.sh
@@ -23,6 +25,7 @@ PY=${PY:-/usr/bin/python3}
 MOCK_BIN="$BENCH_REPO/test/tools/outbox_kafka_mock"
 MOCK_PID=""
 BOOTSTRAP=""
+RELAY_WRAPPER=()      # what relay_start started the server in (relay_restart starts it again so)
 RELAY_EXTRA_PIDS=""   # other background processes a script started (killed at exit)
 
 relay_cleanup() {
@@ -64,7 +67,8 @@ RELAY_SO_MD5=$(relay_so_md5)
 
 # relay_start PORT [extra postgresql.conf lines...]: a throwaway cluster with outbox
 # preloaded and one relay worker in the database postgres; CREATE EXTENSION; waits until
-# the worker is attached. Sets BENCH_WORK, BENCH_PORT, RB_DSN, RELAY_PID.
+# the worker is attached. Sets BENCH_WORK, BENCH_PORT, RB_DSN, RELAY_PID (RELAY_PIDS: all
+# the workers', when the extra lines set outbox.workers), RELAY_WRAPPER.
 #
 # The server runs on a private snapshot of the installed outbox libraries: a `make install`
 # elsewhere during a run (other work on this machine) rewrites them in place, and a server
@@ -94,6 +98,7 @@ relay_start() {
   libdir=$(pg_config --pkglibdir)
   cluster_init "$BENCH_WORK" || return 1
   cluster_configure "$BENCH_WORK" "$BENCH_PORT" "${conf[@]}"
+  RELAY_WRAPPER=()
   if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && [ "${RELAY_PRIVATE_LIBS:-1}" = 1 ]; then
     mkdir -p "$BENCH_WORK/lib"
     for f in outbox.so outbox_sink_null.so outbox_sink_kafka.so; do
@@ -102,8 +107,8 @@ relay_start() {
     done
     chmod 755 "$BENCH_WORK/lib" "$BENCH_WORK"/lib/*.so
     # The mounts are made as root in the new namespace; the server started in it keeps them.
-    cluster_start "$BENCH_WORK" unshare --mount --propagation private sh -c "$binds exec \"\$@\"" sh ||
-      return 1
+    RELAY_WRAPPER=(unshare --mount --propagation private sh -c "$binds exec \"\$@\"" sh)
+    cluster_start "$BENCH_WORK" "${RELAY_WRAPPER[@]}" || return 1
     echo "   libraries: private snapshot (md5 outbox.so $(md5sum "$BENCH_WORK/lib/outbox.so" | cut -c1-8)," \
          "null $(md5sum "$BENCH_WORK/lib/outbox_sink_null.so" | cut -c1-8)," \
          "kafka $(md5sum "$BENCH_WORK/lib/outbox_sink_kafka.so" | cut -c1-8)) of ${RELAY_LIBS:-$libdir}," \
@@ -117,20 +122,51 @@ relay_start() {
   sql -c "CREATE EXTENSION outbox"
   RB_DSN="host=$BENCH_WORK port=$BENCH_PORT dbname=$BENCH_DB user=postgres"
   export RB_DSN
+  relay_wait_workers || return 1
+  echo "   cluster 127.0.0.1:$BENCH_PORT ($BENCH_WORK), relay pid $RELAY_PID"
+  echo "   relay settings: $(relay_settings)"
+}
+
+# relay_settings: the relay's settings as name=value (outbox.* but the storage ones).
+relay_settings() {
+  sqlv "SELECT string_agg(replace(name, 'outbox.', '') || '=' || setting || coalesce(unit, ''), ' ' ORDER BY name) FROM pg_settings WHERE name LIKE 'outbox.%' AND name NOT IN ('outbox.max_payload_bytes', 'outbox.partition_interval', 'outbox.retention', 'outbox.premake', 'outbox.rotate_lock_timeout')"
+}
+
+# relay_wait_workers: waits (10 s at most) until all outbox.workers relay workers are
+# attached. Sets RELAY_PIDS (their pids, by worker number) and RELAY_PID (the first).
+relay_wait_workers() {
+  local want
+  want=$(sqlv "SHOW outbox.workers")
   RELAY_PID=""
+  RELAY_PIDS=""
   for _ in $(seq 200); do
-    RELAY_PID=$(sqlv "SELECT pid FROM outbox._workers() WHERE pid > 0" 2>/dev/null || true)
-    [ -n "$RELAY_PID" ] && break
+    RELAY_PIDS=$(sqlv "SELECT string_agg(pid::text, ' ' ORDER BY worker) FROM outbox._workers() WHERE pid > 0 HAVING count(*) = $want" 2>/dev/null || true)
+    [ -n "$RELAY_PIDS" ] && break
     sleep 0.05
   done
-  if [ -z "$RELAY_PID" ]; then
-    echo "the relay worker did not attach; server log:" >&2
+  if [ -z "$RELAY_PIDS" ]; then
+    echo "the relay workers ($want) did not all attach; server log:" >&2
     tail -n 30 "$BENCH_WORK/server.log" >&2
     return 1
   fi
-  export RELAY_PID
-  echo "   cluster 127.0.0.1:$BENCH_PORT ($BENCH_WORK), relay pid $RELAY_PID"
-  echo "   relay settings: $(sqlv "SELECT string_agg(replace(name, 'outbox.', '') || '=' || setting || coalesce(unit, ''), ' ' ORDER BY name) FROM pg_settings WHERE name LIKE 'outbox.%' AND name NOT IN ('outbox.max_payload_bytes', 'outbox.partition_interval', 'outbox.retention', 'outbox.premake', 'outbox.rotate_lock_timeout')")"
+  RELAY_PID=${RELAY_PIDS%% *}
+  export RELAY_PID RELAY_PIDS
+}
+
+# relay_restart [SETTING...]: stops the server relay_start made and starts it again as
+# relay_start did (on the same private snapshot of the libraries), with these
+# postgresql.conf lines in place of those of the previous relay_restart (they come after
+# relay_start's: for restart-only settings such as outbox.workers); waits for the relay
+# workers (RELAY_PIDS). Events and the sink configuration stay.
+relay_restart() {
+  local file="$BENCH_WORK/data/relay_restart.conf" line
+  grep -q "^include_if_exists = 'relay_restart.conf'" "$BENCH_WORK/data/postgresql.conf" ||
+    echo "include_if_exists = 'relay_restart.conf'" >>"$BENCH_WORK/data/postgresql.conf"
+  cluster_stop "$BENCH_WORK" fast
+  for line in "$@"; do echo "$line"; done >"$file"
+  chown postgres: "$file" 2>/dev/null || true
+  cluster_start "$BENCH_WORK" "${RELAY_WRAPPER[@]}" || return 1
+  relay_wait_workers
 }
 
 # mock_start: the Kafka mock cluster (1 broker), as scripts/demo.sh starts it. Sets
@@ -199,10 +235,11 @@ writers_setup() {
   writer_txn_sql orders | bench_file plain.sql >/dev/null
 }
 
-# relay_header TITLE: bench_header plus what the relay benchmarks add.
+# relay_header TITLE [RELAY]: bench_header plus what the relay benchmarks add; RELAY says
+# how the relay runs (default: 1 worker).
 relay_header() {
   bench_header "$1"
-  echo "   relay: 1 worker (outbox.workers = 1) in the same cluster; Kafka mock: librdkafka's" \
+  echo "   relay: ${2:-1 worker (outbox.workers = 1)} in the same cluster; Kafka mock: librdkafka's" \
        "mock cluster, 1 broker, same machine"
   echo "   PostgreSQL servers already running on this machine (not this script's): $(pgrep -u postgres -f '^/usr/lib/postgresql/[0-9]+/bin/postgres -D' 2>/dev/null | wc -l)"
 }

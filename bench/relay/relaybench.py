@@ -7,6 +7,7 @@ Run by those scripts, against the throwaway cluster they start (RB_DSN), never o
   relaybench.py paired       the throughput target alone: worker vs server-side loop, in cycles
   relaybench.py latency      commit -> sink acknowledgement at a steady commit rate
   relaybench.py memory       peak RSS of the relay worker while it drains a backlog
+  relaybench.py backlog      one drain of workers.sh: a backlog over many keys, all workers
   relaybench.py listen       a LISTEN session that consumes notifications (writers.sh)
   relaybench.py order        the balanced order of writers_alternating.sh's phases
   relaybench.py phases       the report of writers_alternating.sh (reads its files)
@@ -887,6 +888,104 @@ def phases(args):
     loss = 1 - med(ratio["on"])
     out("LOSS %.4f" % loss)
 
+# ---------------------------------------------------------------------------------------
+# backlog (workers.sh): one drain by however many relay workers the server runs
+
+
+def relay_rows(a):
+    """(pid, state, batches, events_sent, events_failed) of every relay worker slot."""
+    return a.c.execute("SELECT pid, state, batches, events_sent, events_failed "
+                       "FROM outbox._workers() ORDER BY worker").fetchall()
+
+
+def wait_unconfigured(a, timeout=15.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        rows = relay_rows(a)
+        if rows and all(r[0] and r[1] == "unconfigured" for r in rows):
+            return rows
+        time.sleep(0.02)
+    raise RuntimeError("the relay workers did not all go unconfigured: %r" % (relay_rows(a),))
+
+
+def cpu_ticks(pids):
+    """utime + stime of these processes (clock ticks); None when one of them is gone."""
+    total = 0
+    for pid in pids:
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        total += int(fields[11]) + int(fields[12])  # fields 14 and 15 of stat(5)
+    return total
+
+
+def backlog(args):
+    """Fills a backlog of --rows small events over --keys aggregate ids with no sink
+    configured, then configures the null sink (--options) and times, from the commit of
+    configure_sink(), until no event is unpublished. The relay's shared-memory counters are
+    polled every --poll-ms (no table scan competes with the relay); once they count the
+    backlog sent, or a second after the last look, the table is asked
+    (SELECT count(*) ... WHERE published_at IS NULL), and the clock stops when it says 0.
+    Appends "ROUND LABEL RATE SECONDS CPU_S BATCHES FIRST_MS SHARES" to --out."""
+    a = Admin()
+    a.ex("SELECT outbox.unconfigure_sink()")
+    wait_unconfigured(a)
+    n = args.rows
+    width = max(4, len(str(args.keys)))
+    a.ex("TRUNCATE outbox.events")
+    a.ex("SELECT count(outbox.enqueue('bench', 'k' || lpad((g %% %d + 1)::text, %d, '0'), 'Tick', "
+         "jsonb_build_object('n', g))) FROM generate_series(1, %d) g" % (args.keys, width, n))
+    a.ex("ANALYZE outbox.events")
+    a.ex("CHECKPOINT")
+    w0 = wait_unconfigured(a)
+    pids = [r[0] for r in w0]
+    hz = os.sysconf("SC_CLK_TCK")
+    cpu0 = cpu_ticks(pids)
+    sent0 = sum(r[3] for r in w0)
+    a.configure("null", json.loads(args.options))
+    t0 = time.time()  # the configuring transaction has committed (autocommit)
+    deadline = t0 + args.timeout
+    looked = t0
+    t1 = None
+    while True:
+        time.sleep(args.poll_ms / 1000.0)
+        now = time.time()
+        if sum(r[3] for r in relay_rows(a)) - sent0 >= n or now - looked >= 1.0:
+            looked = now
+            if a.unpublished() == 0:
+                t1 = time.time()
+                break
+        if now > deadline:
+            break
+    w1 = relay_rows(a)
+    cpu1 = cpu_ticks(pids)
+    first = a.q1("SELECT extract(epoch FROM min(published_at))::float8 FROM outbox.events")
+    left = a.unpublished()
+    a.ex("SELECT outbox.unconfigure_sink()")
+    wait_unconfigured(a)
+    sent = [r1[3] - r0[3] for r0, r1 in zip(w0, w1)]
+    failed = sum(r[4] for r in w1) - sum(r[4] for r in w0)
+    batches = sum(r[2] for r in w1) - sum(r[2] for r in w0)
+    cpu = (cpu1 - cpu0) / hz if cpu0 is not None and cpu1 is not None else float("nan")
+    first_ms = 1000 * (first - t0) if first is not None else float("nan")
+    shares = "/".join("%.0f" % (100.0 * s / max(1, sum(sent))) for s in sent)
+    restarted = [r1[0] for r1 in w1] != pids
+    if t1 is None:
+        out("      %-26s TIMEOUT after %.0f s: %d of %d left unpublished" % (args.label, args.timeout, left, n))
+        return
+    rate = n / (t1 - t0)
+    out("      %-26s %8.0f events/s  %6.2f s  first event %5.1f ms  relay CPU %5.2f s  %5d batches"
+        "  sent per worker %s %%" % (args.label, rate, t1 - t0, first_ms, cpu, batches, shares))
+    if failed or sum(sent) != n or restarted:
+        out("      WARNING: %d failed, %d sent by the counters (backlog %d)%s" % (
+            failed, sum(sent), n, ", a relay worker restarted" if restarted else ""))
+    if args.out:
+        with open(args.out, "a") as f:
+            f.write("%s %s %.1f %.4f %.3f %d %.1f %s\n" % (
+                args.round, args.label, rate, t1 - t0, cpu, batches, first_ms, shares))
+
 
 def main():
     p = argparse.ArgumentParser()
@@ -923,6 +1022,16 @@ def main():
     m.add_argument("--batch-max-bytes", default="4MB")
     m.add_argument("--shared-buffers", default="?")
     m.set_defaults(func=memory)
+    bl = sub.add_parser("backlog")
+    bl.add_argument("--rows", type=int, required=True)
+    bl.add_argument("--keys", type=int, default=1000)
+    bl.add_argument("--options", default="{}", help="the null sink's options (JSON)")
+    bl.add_argument("--poll-ms", type=float, default=10)
+    bl.add_argument("--timeout", type=float, default=300)
+    bl.add_argument("--label", default="drain")
+    bl.add_argument("--round", default="0")
+    bl.add_argument("--out", default="")
+    bl.set_defaults(func=backlog)
     li = sub.add_parser("listen")
     li.add_argument("--channel", default="outbox_events")
     li.set_defaults(func=listen)
