@@ -337,6 +337,22 @@ void LowWater::fetched(const Row* late_rows, int n_late, bool late_tried, const 
   resume_after_seq_ = std::max(resume_after_seq_, last);
 }
 
+void LowWater::scanned(const int64* others, int n_others, const Row* new_rows, int n_new,
+                       int64 upto) {
+  int64 last = fetch_from() - 1;
+  // The two sorted lists, merged: every value between two accounted ones is passed over.
+  int i = 0;
+  int k = 0;
+  while (i < n_others || k < n_new) {
+    const bool take_other = k >= n_new || (i < n_others && others[i] < new_rows[k].seq);
+    const int64 seq = take_other ? others[i++] : new_rows[k++].seq;
+    if (seq > last + 1) passed_over_.push_back({last + 1, seq - 1});
+    last = std::max(last, seq);
+  }
+  if (upto > last) passed_over_.push_back({last + 1, upto});
+  resume_after_seq_ = std::max(resume_after_seq_, std::max(last, upto));
+}
+
 void LowWater::transaction_started() {
   passed_over_.clear();
   late_fetched_.clear();

@@ -64,6 +64,15 @@ constexpr const char* kHoldsSql =
     "  FROM outbox.events "
     " WHERE next_attempt_at IS NOT NULL AND published_at IS NULL AND dead_at IS NULL %s"
     " ORDER BY aggregatetype, aggregateid, seq";
+// With some of the shards only (ordered, several workers): first which events follow the
+// resume point, and their shards, without a lock (every shard's; the sealed partitions'
+// predicate only), then this relay's among them with kFetchLateSql. The other shards' events
+// it passed are then known, and do not become gaps to probe.
+constexpr const char* kScanNewSql =
+    "SELECT seq, outbox.shard_of(aggregatetype, aggregateid) FROM outbox.events "
+    " WHERE seq >= $2 AND published_at IS NULL AND dead_at IS NULL AND next_attempt_at IS NULL "
+    "   AND part_at < $3 %s"
+    " ORDER BY seq LIMIT $1";
 // Marking plans kept per partition, at most.
 constexpr size_t kMaxCachedPlans = 128;
 // The payload buffer (Queue::payload_scratch_) is given back once a payload grew it past this.
@@ -109,7 +118,7 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
   guard([&] {
     if (fetch_new_plan_ != nullptr && plans_version_ != mark.scope_version()) {
       for (SPIPlanPtr* plan :
-           {&fetch_new_plan_, &fetch_retry_plan_, &fetch_late_plan_, &holds_plan_}) {
+           {&fetch_new_plan_, &fetch_retry_plan_, &fetch_late_plan_, &holds_plan_, &scan_new_plan_}) {
         if (*plan != nullptr) SPI_freeplan(*plan);
         *plan = nullptr;
       }
@@ -117,8 +126,10 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
   });
   if (fetch_new_plan_ == nullptr) {
     const std::string scope = mark.scope();
+    const std::string sealed = mark.sealed_scope();
     const char* sql = scope.c_str();
     guard([&] {
+      scan_new_plan_ = prepare_kept(psprintf(kScanNewSql, sealed.c_str()), 3, kFetchNewTypes);
       fetch_new_plan_ = prepare_kept(psprintf(kFetchNewSql, sql), 3, kFetchNewTypes);
       fetch_retry_plan_ = prepare_kept(psprintf(kFetchRetrySql, sql), 2, kFetchRetryTypes);
       fetch_late_plan_ = prepare_kept(psprintf(kFetchLateSql, sql), 3, kFetchLateTypes);
@@ -135,6 +146,8 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
   bool late_tried = false;
   // New events continue after the resume point; what they pass over becomes gaps.
   const int64 start = mark.fetch_from();
+  const shards::Mask owned = mark.owned();
+  Scanned scanned{nullptr, 0, start - 1, false};
   const std::vector<int64>& late = mark.late();
   Fetched& out = batch.fetched;
   guard([&] {
@@ -169,16 +182,80 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
 
     new_from = out.count;
     if (out.count < limit && bytes < max_bytes) {
-      const Datum params[3] = {Int64GetDatum(limit - out.count), Int64GetDatum(start),
-                               TimestampTzGetDatum(future)};
-      append_rows(fetch_new_plan_, 3, params, kFetchNewTypes, batch, limit, bytes, max_bytes);
+      if (owned == shards::kAll) {
+        const Datum params[3] = {Int64GetDatum(limit - out.count), Int64GetDatum(start),
+                                 TimestampTzGetDatum(future)};
+        append_rows(fetch_new_plan_, 3, params, kFetchNewTypes, batch, limit, bytes, max_bytes);
+      } else {
+        scanned = scan_new(batch, start, future, owned, limit, bytes, max_bytes);
+      }
     }
-    out.full = out.count == limit || bytes >= max_bytes;
+    out.full = out.count == limit || bytes >= max_bytes || scanned.more;
   });
   // The bookkeeping, outside guard() (it allocates).
-  mark.fetched(out.rows + late_from, new_from - late_from, late_tried, out.rows + new_from,
-               out.count - new_from);
+  if (owned == shards::kAll) {
+    mark.fetched(out.rows + late_from, new_from - late_from, late_tried, out.rows + new_from,
+                 out.count - new_from);
+  } else {
+    mark.fetched(out.rows + late_from, new_from - late_from, late_tried, nullptr, 0);
+    mark.scanned(scanned.others, scanned.n_others, out.rows + new_from, out.count - new_from,
+                 scanned.upto);
+  }
   if (ordered_) hold_back(out);
+}
+
+// Runs inside guard(): the two steps of kScanNewSql. Reads up to kShards / owned times the
+// room left (so that about that many of its own come), takes its own ones in seq order, and
+// says up to where everything is accounted for: the scanned events of other shards and the
+// fetched ones of its own; what lies between them becomes gaps.
+Queue::Scanned Queue::scan_new(Batch& batch, int64 start, TimestampTz future, shards::Mask owned,
+                               int limit, int64& bytes, int64 max_bytes) {
+  Fetched& out = batch.fetched;
+  const int room = limit - out.count;
+  const int64 scan_limit =
+      static_cast<int64>(room) * shards::kShards / std::max(1, shards::count(owned));
+  Datum params[3] = {Int64GetDatum(scan_limit), Int64GetDatum(start), TimestampTzGetDatum(future)};
+  if (SPI_execute_plan(scan_new_plan_, params, nullptr, false, 0) != SPI_OK_SELECT) {
+    elog(ERROR, "outbox relay: scanning for events failed");
+  }
+  const uint64 n = SPI_processed;
+  Scanned result{static_cast<int64*>(palloc(sizeof(int64) * (n + 1))), 0, start - 1,
+                 n == static_cast<uint64>(scan_limit)};
+  Datum* mine = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));
+  int n_mine = 0;
+  for (uint64 r = 0; r < n; ++r) {
+    bool isnull;
+    const int64 seq =
+        DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
+    const int32 shard =
+        DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &isnull));
+    if (owned & (shards::Mask{1} << shard)) {
+      mine[n_mine++] = Int64GetDatum(seq);
+    } else {
+      result.others[result.n_others++] = seq;
+    }
+    result.upto = seq;
+    if (n_mine == room) {
+      result.more = true;  // stopped at its room: more may follow
+      break;
+    }
+  }
+  if (n_mine > 0) {
+    const int before = out.count;
+    Datum fetch_params[3] = {Int64GetDatum(room), int8_array(mine, n_mine),
+                             TimestampTzGetDatum(future)};
+    append_rows(fetch_late_plan_, 3, fetch_params, kFetchLateTypes, batch, limit, bytes,
+                max_bytes);
+    // Stopped by outbox.batch_max_bytes: accounted for only up to its last row.
+    if (bytes >= max_bytes && out.count > before) {
+      result.upto = out.rows[out.count - 1].seq;
+      result.more = true;
+      while (result.n_others > 0 && result.others[result.n_others - 1] > result.upto) {
+        --result.n_others;
+      }
+    }
+  }
+  return result;
 }
 
 SPIPlanPtr Queue::partition_plan(boost::container::flat_map<Oid, SPIPlanPtr>& cache, Oid rel,
@@ -272,88 +349,6 @@ bool Queue::mark_rejected(const Row& row, const std::string& error) {
   if (ordered_) holds_.failed(row.aggregatetype.view(), row.aggregateid.view(), {row.seq, due});
   if (!dead || ordered_) retry_check_at_ = std::min(retry_check_at_, due);
   return dead;
-}
-
-// Runs the holds query; the rows are copied out under guard(), the map filled outside it.
-void Queue::load_holds() {
-  struct Found {
-    char** types;
-    char** ids;
-    int64* seqs;
-    TimestampTz* ats;
-    uint64 count;
-  };
-  const Found rows = guard([&] {
-    if (SPI_execute_plan(holds_plan_, nullptr, nullptr, false, 0) != SPI_OK_SELECT) {
-      elog(ERROR, "outbox relay: reading the held keys failed");
-    }
-    const uint64 n = SPI_processed;
-    Found out{static_cast<char**>(palloc(sizeof(char*) * (n + 1))),
-              static_cast<char**>(palloc(sizeof(char*) * (n + 1))),
-              static_cast<int64*>(palloc(sizeof(int64) * (n + 1))),
-              static_cast<TimestampTz*>(palloc(sizeof(TimestampTz) * (n + 1))), n};
-    for (uint64 r = 0; r < n; ++r) {
-      HeapTuple tuple = SPI_tuptable->vals[r];
-      TupleDesc desc = SPI_tuptable->tupdesc;
-      bool isnull;
-      out.types[r] = SPI_getvalue(tuple, desc, 1);
-      out.ids[r] = SPI_getvalue(tuple, desc, 2);
-      out.seqs[r] = DatumGetInt64(SPI_getbinval(tuple, desc, 3, &isnull));
-      out.ats[r] = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 4, &isnull));
-    }
-    return out;
-  });
-  holds_.clear();
-  for (uint64 r = 0; r < rows.count; ++r) {
-    holds_.set(rows.types[r], rows.ids[r], {rows.seqs[r], rows.ats[r]});
-  }
-}
-
-void Queue::put_back(const Row& row, TimestampTz at) {
-  SPIPlanPtr plan = partition_plan(put_back_plans_, row.rel, Update::kPutBack);
-  guard([&] {
-    Datum params[2] = {PointerGetDatum(&row.tid), TimestampTzGetDatum(at)};
-    if (SPI_execute_plan(plan, params, nullptr, false, 0) != SPI_OK_UPDATE || SPI_processed != 1) {
-      elog(ERROR, "outbox relay: putting an event back behind its key failed");
-    }
-  });
-  retry_check_at_ = std::min(retry_check_at_, at);
-}
-
-void Queue::hold_back(Fetched& out) {
-  if (holds_.empty() || out.count == 0) return;
-  std::vector<KeyHolds::Key> keys(out.count);
-  std::vector<int64_t> seqs(out.count);
-  for (int i = 0; i < out.count; ++i) {
-    keys[i] = {out.rows[i].aggregatetype.view(), out.rows[i].aggregateid.view()};
-    seqs[i] = out.rows[i].seq;
-  }
-  const std::vector<int64_t> wait = holds_.decide(keys, seqs);
-  int kept = 0;
-  for (int i = 0; i < out.count; ++i) {
-    if (wait[i] >= 0) {
-      put_back(out.rows[i], wait[i]);
-    } else {
-      out.rows[kept++] = out.rows[i];
-    }
-  }
-  out.count = kept;
-}
-
-bool Queue::defer(const Fetched& batch, const std::vector<sinks::Outcome>& outcomes) {
-  bool resolved = true;
-  for (int i = 0; i < batch.count; ++i) {
-    if (outcomes[i].delivery != sinks::Delivery::kDeferred) continue;
-    const Row& row = batch.rows[i];
-    const KeyHolds::Hold* hold =
-        ordered_ ? holds_.find(row.aggregatetype.view(), row.aggregateid.view()) : nullptr;
-    if (hold != nullptr && hold->seq < row.seq) {
-      put_back(row, hold->at);
-    } else {
-      resolved = false;  // its blocker was not rejected (unavailable): sent again from the mark
-    }
-  }
-  return resolved;
 }
 
 }  // namespace outbox::pg::relay

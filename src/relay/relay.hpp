@@ -7,6 +7,7 @@
 //   pipeline.cpp      one pass's transaction: fetch, durability, send, mark, pipelined
 //   queue.cpp         the queries on outbox.events: fetch into a batch, mark acknowledged and
 //                     rejected events (retries, dead letters)
+//   holds.cpp         held keys: the later events of a retrying event's key wait behind it
 //   rows.cpp          a fetched row's values, copied into its batch by the executor
 //   ownership.cpp     the shards this relay owns, claimed and given back (ordered mode)
 //   low_water.cpp     the low-water mark, its horizon, the gaps and their probes
@@ -268,6 +269,9 @@ class LowWater {
   // What a fetch took: the late events (if it looked for them), then the new events in seq
   // order from fetch_from() (whatever they passed over becomes gaps once it commits).
   void fetched(const Row* late_rows, int n_late, bool late_tried, const Row* new_rows, int n_new);
+  // What a fetch of some shards only accounted for up to `upto` (Queue::scan_new): the other
+  // shards' events it passed (sorted) and its own new events; the rest becomes gaps.
+  void scanned(const int64* others, int n_others, const Row* new_rows, int n_new, int64 upto);
   // Around a batch transaction: what its fetches resolved counts once it commits with every
   // batch resolved (transaction_resolved()); otherwise tracking restarts from the mark.
   void transaction_started();
@@ -288,6 +292,8 @@ class LowWater {
   // What every query on outbox.events adds: the sealed partitions left out, and only the
   // owned shards; the version moves with it (plans made for another are made again).
   std::string scope() const { return sealer_.predicate() + ownership_.predicate(); }
+  const std::string& sealed_scope() const { return sealer_.predicate(); }
+  shards::Mask owned() const { return ownership_.owned(); }
   uint64 scope_version() const { return sealer_.version() + ownership_.version(); }
 
  private:
@@ -366,6 +372,16 @@ class Queue {
   SPIPlanPtr partition_plan(boost::container::flat_map<Oid, SPIPlanPtr>& cache, Oid rel,
                             Update update);
 
+  // What scan_new() accounted for: the other shards' events it passed (sorted), and up to
+  // which seq; more: it stopped at a limit.
+  struct Scanned {
+    int64* others;
+    int n_others;
+    int64 upto;
+    bool more;
+  };
+  Scanned scan_new(Batch& batch, int64 start, TimestampTz future, shards::Mask owned, int limit,
+                   int64& bytes, int64 max_bytes);
   void load_holds();
   // Puts a fetched row back on the retry path until `at`; no attempt is counted.
   void put_back(const Row& row, TimestampTz at);
@@ -375,6 +391,7 @@ class Queue {
   bool ordered_ = false;
   KeyHolds holds_;
   SPIPlanPtr holds_plan_ = nullptr;
+  SPIPlanPtr scan_new_plan_ = nullptr;
   // Made for the scope of plans_version_ (LowWater::scope_version()).
   uint64 plans_version_ = 0;
   SPIPlanPtr fetch_new_plan_ = nullptr;

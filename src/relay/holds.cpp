@@ -1,0 +1,92 @@
+// Held keys (ordered mode, core/key_holds.hpp): the later events of a key whose earliest
+// unresolved event waits for a retry go back on the retry path behind it, with its retry
+// time, and are sent after it in seq order. No attempt is counted for them.
+#include "relay/relay.hpp"
+
+#include "pg/boundary.hpp"
+
+namespace outbox::pg::relay {
+
+// Runs the holds query; the rows are copied out under guard(), the map filled outside it.
+void Queue::load_holds() {
+  struct Found {
+    char** types;
+    char** ids;
+    int64* seqs;
+    TimestampTz* ats;
+    uint64 count;
+  };
+  const Found rows = guard([&] {
+    if (SPI_execute_plan(holds_plan_, nullptr, nullptr, false, 0) != SPI_OK_SELECT) {
+      elog(ERROR, "outbox relay: reading the held keys failed");
+    }
+    const uint64 n = SPI_processed;
+    Found out{static_cast<char**>(palloc(sizeof(char*) * (n + 1))),
+              static_cast<char**>(palloc(sizeof(char*) * (n + 1))),
+              static_cast<int64*>(palloc(sizeof(int64) * (n + 1))),
+              static_cast<TimestampTz*>(palloc(sizeof(TimestampTz) * (n + 1))), n};
+    for (uint64 r = 0; r < n; ++r) {
+      HeapTuple tuple = SPI_tuptable->vals[r];
+      TupleDesc desc = SPI_tuptable->tupdesc;
+      bool isnull;
+      out.types[r] = SPI_getvalue(tuple, desc, 1);
+      out.ids[r] = SPI_getvalue(tuple, desc, 2);
+      out.seqs[r] = DatumGetInt64(SPI_getbinval(tuple, desc, 3, &isnull));
+      out.ats[r] = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 4, &isnull));
+    }
+    return out;
+  });
+  holds_.clear();
+  for (uint64 r = 0; r < rows.count; ++r) {
+    holds_.set(rows.types[r], rows.ids[r], {rows.seqs[r], rows.ats[r]});
+  }
+}
+
+void Queue::put_back(const Row& row, TimestampTz at) {
+  SPIPlanPtr plan = partition_plan(put_back_plans_, row.rel, Update::kPutBack);
+  guard([&] {
+    Datum params[2] = {PointerGetDatum(&row.tid), TimestampTzGetDatum(at)};
+    if (SPI_execute_plan(plan, params, nullptr, false, 0) != SPI_OK_UPDATE || SPI_processed != 1) {
+      elog(ERROR, "outbox relay: putting an event back behind its key failed");
+    }
+  });
+  retry_check_at_ = std::min(retry_check_at_, at);
+}
+
+void Queue::hold_back(Fetched& out) {
+  if (holds_.empty() || out.count == 0) return;
+  std::vector<KeyHolds::Key> keys(out.count);
+  std::vector<int64_t> seqs(out.count);
+  for (int i = 0; i < out.count; ++i) {
+    keys[i] = {out.rows[i].aggregatetype.view(), out.rows[i].aggregateid.view()};
+    seqs[i] = out.rows[i].seq;
+  }
+  const std::vector<int64_t> wait = holds_.decide(keys, seqs);
+  int kept = 0;
+  for (int i = 0; i < out.count; ++i) {
+    if (wait[i] >= 0) {
+      put_back(out.rows[i], wait[i]);
+    } else {
+      out.rows[kept++] = out.rows[i];
+    }
+  }
+  out.count = kept;
+}
+
+bool Queue::defer(const Fetched& batch, const std::vector<sinks::Outcome>& outcomes) {
+  bool resolved = true;
+  for (int i = 0; i < batch.count; ++i) {
+    if (outcomes[i].delivery != sinks::Delivery::kDeferred) continue;
+    const Row& row = batch.rows[i];
+    const KeyHolds::Hold* hold =
+        ordered_ ? holds_.find(row.aggregatetype.view(), row.aggregateid.view()) : nullptr;
+    if (hold != nullptr && hold->seq < row.seq) {
+      put_back(row, hold->at);
+    } else {
+      resolved = false;  // its blocker was not rejected (unavailable): sent again from the mark
+    }
+  }
+  return resolved;
+}
+
+}  // namespace outbox::pg::relay
