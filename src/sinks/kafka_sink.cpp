@@ -4,6 +4,7 @@
 #include <chrono>
 #include <stdexcept>
 #include <string_view>
+#include <utility>
 
 #include "sinks/kafka_options.hpp"
 
@@ -193,6 +194,20 @@ void KafkaSink::settle(Batch& batch, std::size_t i, Outcome outcome) {
   (*batch.outcomes)[i] = std::move(outcome);
 }
 
+void KafkaSink::reject(Batch& batch, std::size_t i, const Message& message, std::string error) {
+  batch.rejected_keys.add(message, error);
+  settle(batch, i, Outcome{Delivery::kRejected, std::move(error)});
+}
+
+void KafkaSink::pass_rejected_keys_on(const Batch& batch) {
+  if (batch.rejected_keys.empty()) return;
+  bool later = false;  // batches after `batch` were started while it is unfinished
+  for (Batch& other : batches_) {
+    if (later) other.earlier_keys.add_all(batch.rejected_keys);
+    later = later || &other == &batch;
+  }
+}
+
 void KafkaSink::fail_pending(Batch& batch, const std::string& error) {
   for (std::size_t i = 0; i < batch.waiting.size() && batch.pending > 0; ++i) {
     if (batch.waiting[i]) settle(batch, i, Outcome{Delivery::kUnavailable, error});
@@ -222,6 +237,7 @@ void KafkaSink::run() noexcept {
       jobs_.pop_front();
       try {
         queue(lock, *job.batch, *job.messages);
+        pass_rejected_keys_on(*job.batch);
       } catch (...) {
         // Out of memory: what was not queued fails, and holds back what comes after.
         if (!lock.owns_lock()) lock.lock();
@@ -293,6 +309,11 @@ void KafkaSink::start(const std::vector<Message>& messages, std::vector<Outcome>
 
   Batch& batch = batches_.emplace_back();
   try {
+    // Keys rejected in unfinished batches that are queued already; those still to be queued
+    // pass theirs on when they are (pass_rejected_keys_on).
+    for (const Batch& earlier : batches_) {
+      if (earlier.queued) batch.earlier_keys.add_all(earlier.rejected_keys);
+    }
     batch.first_seq = next_seq_;
     batch.outcomes = &outcomes;
     batch.waiting.assign(messages.size(), 1);
@@ -326,8 +347,20 @@ void KafkaSink::queue(std::unique_lock<std::mutex>& lock, Batch& batch,
       return;
     }
     const Message& m = messages[i];
+    // An earlier message of its key was rejected before it was queued: this one must not be
+    // delivered ahead of it (nor may later ones of the key, here or in later batches).
+    const std::string* rejected = batch.rejected_keys.find(m);
+    if (rejected == nullptr) rejected = batch.earlier_keys.find(m);
+    if (rejected != nullptr) {
+      const std::string why = *rejected;
+      settle(batch, i,
+             Outcome{Delivery::kDeferred,
+                     "not sent: an earlier event of its key was rejected: " + why});
+      batch.rejected_keys.add(m, why);
+      continue;
+    }
     if (!routing::route_topic(topic_template_, m, topic, topic_error)) {
-      settle(batch, i, Outcome{Delivery::kRejected, topic_error});
+      reject(batch, i, m, topic_error);
       continue;
     }
     const std::int64_t timestamp_ms =
@@ -371,7 +404,7 @@ void KafkaSink::queue(std::unique_lock<std::mutex>& lock, Batch& batch,
 
     const Delivery delivery = classify(err);
     if (delivery == Delivery::kRejected) {
-      settle(batch, i, Outcome{Delivery::kRejected, error_text(err)});
+      reject(batch, i, m, error_text(err));
       continue;
     }
     // Cannot queue, and may not skip to later messages, of this batch or of batches started
