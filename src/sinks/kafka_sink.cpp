@@ -4,6 +4,7 @@
 #include <chrono>
 #include <stdexcept>
 #include <string_view>
+#include <utility>
 
 #include "sinks/kafka_options.hpp"
 
@@ -32,36 +33,6 @@ std::string error_text(rd_kafka_resp_err_t err, const char* detail = nullptr) {
 }
 
 }  // namespace
-
-Delivery KafkaSink::classify(rd_kafka_resp_err_t err) {
-  switch (err) {
-    case RD_KAFKA_RESP_ERR_NO_ERROR:
-      return Delivery::kAcked;
-    // This message can never be accepted as it is: retrying it later will not help.
-    case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
-    case RD_KAFKA_RESP_ERR_INVALID_MSG:
-    case RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE:
-    case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
-    case RD_KAFKA_RESP_ERR_INVALID_RECORD:
-    case RD_KAFKA_RESP_ERR_INVALID_TIMESTAMP:
-    case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
-    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
-    case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
-    case RD_KAFKA_RESP_ERR_UNSUPPORTED_FOR_MESSAGE_FORMAT:
-    case RD_KAFKA_RESP_ERR_POLICY_VIOLATION:
-    case RD_KAFKA_RESP_ERR__BAD_MSG:
-    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
-    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
-    case RD_KAFKA_RESP_ERR__INVALID_ARG:
-      return Delivery::kRejected;
-    // Everything else concerns the connection, the cluster or the producer as a whole:
-    // __TRANSPORT, __ALL_BROKERS_DOWN, __MSG_TIMED_OUT, __TIMED_OUT, __QUEUE_FULL,
-    // NOT_ENOUGH_REPLICAS(_AFTER_APPEND), LEADER_NOT_AVAILABLE, NOT_LEADER_FOR_PARTITION,
-    // REQUEST_TIMED_OUT, CLUSTER_AUTHORIZATION_FAILED, SASL errors, __FATAL, __PURGE_*, ...
-    default:
-      return Delivery::kUnavailable;
-  }
-}
 
 KafkaSink::KafkaSink(const Options& options) {
   KafkaSettings settings = kafka_settings(options);
@@ -223,6 +194,20 @@ void KafkaSink::settle(Batch& batch, std::size_t i, Outcome outcome) {
   (*batch.outcomes)[i] = std::move(outcome);
 }
 
+void KafkaSink::reject(Batch& batch, std::size_t i, const Message& message, std::string error) {
+  batch.rejected_keys.add(message, error);
+  settle(batch, i, Outcome{Delivery::kRejected, std::move(error)});
+}
+
+void KafkaSink::pass_rejected_keys_on(const Batch& batch) {
+  if (batch.rejected_keys.empty()) return;
+  bool later = false;  // batches after `batch` were started while it is unfinished
+  for (Batch& other : batches_) {
+    if (later) other.earlier_keys.add_all(batch.rejected_keys);
+    later = later || &other == &batch;
+  }
+}
+
 void KafkaSink::fail_pending(Batch& batch, const std::string& error) {
   for (std::size_t i = 0; i < batch.waiting.size() && batch.pending > 0; ++i) {
     if (batch.waiting[i]) settle(batch, i, Outcome{Delivery::kUnavailable, error});
@@ -252,6 +237,7 @@ void KafkaSink::run() noexcept {
       jobs_.pop_front();
       try {
         queue(lock, *job.batch, *job.messages);
+        pass_rejected_keys_on(*job.batch);
       } catch (...) {
         // Out of memory: what was not queued fails, and holds back what comes after.
         if (!lock.owns_lock()) lock.lock();
@@ -323,6 +309,11 @@ void KafkaSink::start(const std::vector<Message>& messages, std::vector<Outcome>
 
   Batch& batch = batches_.emplace_back();
   try {
+    // Keys rejected in unfinished batches that are queued already; those still to be queued
+    // pass theirs on when they are (pass_rejected_keys_on).
+    for (const Batch& earlier : batches_) {
+      if (earlier.queued) batch.earlier_keys.add_all(earlier.rejected_keys);
+    }
     batch.first_seq = next_seq_;
     batch.outcomes = &outcomes;
     batch.waiting.assign(messages.size(), 1);
@@ -356,8 +347,20 @@ void KafkaSink::queue(std::unique_lock<std::mutex>& lock, Batch& batch,
       return;
     }
     const Message& m = messages[i];
+    // An earlier message of its key was rejected before it was queued: this one must not be
+    // delivered ahead of it (nor may later ones of the key, here or in later batches).
+    const std::string* rejected = batch.rejected_keys.find(m);
+    if (rejected == nullptr) rejected = batch.earlier_keys.find(m);
+    if (rejected != nullptr) {
+      const std::string why = *rejected;
+      settle(batch, i,
+             Outcome{Delivery::kDeferred,
+                     "not sent: an earlier event of its key was rejected: " + why});
+      batch.rejected_keys.add(m, why);
+      continue;
+    }
     if (!routing::route_topic(topic_template_, m, topic, topic_error)) {
-      settle(batch, i, Outcome{Delivery::kRejected, topic_error});
+      reject(batch, i, m, topic_error);
       continue;
     }
     const std::int64_t timestamp_ms =
@@ -401,7 +404,7 @@ void KafkaSink::queue(std::unique_lock<std::mutex>& lock, Batch& batch,
 
     const Delivery delivery = classify(err);
     if (delivery == Delivery::kRejected) {
-      settle(batch, i, Outcome{Delivery::kRejected, error_text(err)});
+      reject(batch, i, m, error_text(err));
       continue;
     }
     // Cannot queue, and may not skip to later messages, of this batch or of batches started

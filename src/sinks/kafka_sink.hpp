@@ -36,6 +36,16 @@
 //                 the broker), invalid record, topic name not valid, topic authorization
 //                 failed, topic does not exist (and the cluster does not create it), policy
 //                 violation, invalid timestamp.
+//   kDeferred     not queued, because an earlier message of its key (aggregatetype,
+//                 aggregateid) was settled kRejected (or kDeferred) before it was handed to
+//                 librdkafka (topic routing, or a produce() error such as too large), in this
+//                 batch or in a batch that was unfinished when this one was started: "not
+//                 sent: an earlier event of its key was rejected: <its error>". Such keys are
+//                 kept per started batch and dropped when it finishes. A rejection that
+//                 arrives in a delivery report (the broker refused a message already on its
+//                 way) cannot hold back the later messages of its key queued behind it: they
+//                 may be acked. librdkafka's idempotent producer keeps order across retries of
+//                 retriable errors only.
 //   kUnavailable  anything else: brokers down, transport errors, timeouts, queue full, not
 //                 enough replicas, a fatal producer error, or no delivery report before the
 //                 batch's deadline ("timed out waiting for delivery report after N ms
@@ -90,6 +100,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sinks/failed_keys.hpp"
 #include "sinks/routing.hpp"
 #include "sinks/sink.hpp"
 
@@ -136,6 +147,11 @@ class KafkaSink final : public Sink {
     Clock::time_point deadline;
     std::chrono::milliseconds timeout{0};
     bool queued = false;  // the sink's thread is done with its messages
+    // Keys of its messages settled kRejected or kDeferred before they were queued: later
+    // messages of these keys are not queued but kDeferred, with the first one's error.
+    FailedKeys rejected_keys;
+    // The same, of the batches that were unfinished when this one was started.
+    FailedKeys earlier_keys;
   };
   // A started batch whose messages the sink's thread has yet to queue.
   struct Job {
@@ -160,6 +176,10 @@ class KafkaSink final : public Sink {
   bool any_pending() const;
   // Gives message i of `batch` its outcome, unless it has one; it no longer waits.
   static void settle(Batch& batch, std::size_t i, Outcome outcome);
+  // Settles message i kRejected before it is queued; its key holds back later messages.
+  static void reject(Batch& batch, std::size_t i, const Message& message, std::string error);
+  // Once `batch` is queued: its rejected keys hold back the batches started after it.
+  void pass_rejected_keys_on(const Batch& batch);
   static void fail_pending(Batch& batch, const std::string& error);
   // After a fatal error: every started batch's pending outcomes become kUnavailable. Called
   // with `lock` held; releases it while it serves the reports that are in.

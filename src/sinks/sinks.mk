@@ -11,7 +11,7 @@
 # Sources, for the format targets (headers are covered by src/*/*.hpp there).
 SINK_SRCS = src/sinks/option_rules.cpp src/sinks/routing.cpp src/sinks/null_sink.cpp \
 	src/sinks/null_plugin.cpp src/sinks/kafka_options.cpp src/sinks/kafka_sink.cpp \
-	src/sinks/kafka_plugin.cpp
+	src/sinks/kafka_classify.cpp src/sinks/kafka_plugin.cpp
 TOOL_SRCS = test/tools/kafka_mock.cpp
 
 SINK_HDRS = $(wildcard src/sinks/*.hpp)
@@ -33,8 +33,9 @@ outbox_sink_null$(DLSUFFIX): src/sinks/null_sink.cpp src/sinks/null_plugin.cpp \
 		src/sinks/option_rules.cpp $(SINK_HDRS)
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^)
 
-outbox_sink_kafka$(DLSUFFIX): src/sinks/kafka_sink.cpp src/sinks/kafka_plugin.cpp \
-		src/sinks/kafka_options.cpp src/sinks/option_rules.cpp src/sinks/routing.cpp $(SINK_HDRS)
+outbox_sink_kafka$(DLSUFFIX): src/sinks/kafka_sink.cpp src/sinks/kafka_classify.cpp \
+		src/sinks/kafka_plugin.cpp src/sinks/kafka_options.cpp src/sinks/option_rules.cpp \
+		src/sinks/routing.cpp $(SINK_HDRS)
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^) -lrdkafka
 
 $(KAFKA_MOCK): $(TOOL_SRCS)

@@ -141,6 +141,49 @@ TEST(KafkaSink, RejectsPerMessageAndDeliversTheRest) {
   EXPECT_EQ(consume(cluster.bootstraps(), "outbox.event.order", 2).size(), 2u);
 }
 
+// A message rejected before it is queued (too large here) holds back the later messages of
+// its key, in its batch and in a batch started while it is unfinished: they are not sent.
+TEST(KafkaSink, RejectionAtQueueTimeDefersItsKey) {
+  MockCluster cluster(1);
+  auto sink = make_sink(cluster, {{"message.max.bytes", "2000"}});
+  const std::string too_large = "\"" + std::string(5000, 'x') + "\"";
+  Events events;
+  events.add("order", "k1", "T", too_large);
+  events.add("order", "k1", "T", "{}");
+  events.add("order", "k2", "T", "{}");
+  events.add("customer", "k1", "T", "{}");  // another key: same aggregateid, other type
+  auto outcomes = send(*sink, events, 10s);
+  EXPECT_EQ(summary(outcomes), "RDAA") << first_error(outcomes);
+  EXPECT_NE(outcomes[0].error.find("MSG_SIZE_TOO_LARGE"), std::string::npos) << outcomes[0].error;
+  EXPECT_EQ(outcomes[1].error,
+            "not sent: an earlier event of its key was rejected: " + outcomes[0].error);
+
+  // Pipelined: the second batch was started before the first finished.
+  Events first, second, third;
+  first.add("order", "k3", "T", too_large);
+  first.add("order", "k4", "T", "{}");
+  second.add("order", "k3", "T", "{}");
+  second.add("order", "k4", "T", "{}");
+  third.add("order", "k3", "T", "{}");
+  const auto m1 = first.messages(), m2 = second.messages(), m3 = third.messages();
+  std::vector<Outcome> o1(m1.size(), kUnset), o2(m2.size(), kUnset), o3(m3.size(), kUnset);
+  sink->start(m1, o1, 10s);
+  sink->start(m2, o2, 10s);
+  sink->finish();
+  sink->finish();
+  EXPECT_EQ(summary(o1) + " " + summary(o2), "RA DA") << first_error(o1) << first_error(o2);
+  // Nothing of k3 is unfinished now: a new batch sends it.
+  sink->start(m3, o3, 10s);
+  sink->finish();
+  EXPECT_EQ(summary(o3), "A") << first_error(o3);
+
+  // In the log: the acked messages, none of the rejected or deferred ones.
+  std::set<std::string> want = {events.data[2].id, first.data[1].id, second.data[1].id,
+                                third.data[0].id};
+  EXPECT_EQ(ids_of(consume(cluster.bootstraps(), "outbox.event.order", want.size())), want);
+  EXPECT_TRUE(sink->usable());
+}
+
 TEST(KafkaSink, BrokerRejectionIsPerMessage) {
   MockCluster cluster(1);
   auto sink = make_sink(cluster);

@@ -218,10 +218,24 @@ inline std::vector<Outcome> send(Sink& sink, const Events& events,
   return outcomes;
 }
 
+// One letter per outcome: Acked, Rejected, Deferred, Unavailable.
 inline std::string summary(const std::vector<Outcome>& outcomes) {
   std::string s;
   for (const Outcome& o : outcomes) {
-    s += o.delivery == Delivery::kAcked ? "A" : o.delivery == Delivery::kRejected ? "R" : "U";
+    switch (o.delivery) {
+      case Delivery::kAcked:
+        s += 'A';
+        break;
+      case Delivery::kRejected:
+        s += 'R';
+        break;
+      case Delivery::kDeferred:
+        s += 'D';
+        break;
+      case Delivery::kUnavailable:
+        s += 'U';
+        break;
+    }
   }
   return s;
 }

@@ -1,33 +1,36 @@
+// The null sink: acknowledgements, fail_every, throw_every, delay_ms, and its options.
+// Per-key order: null_sink_order_test.cpp; record_file: null_sink_record_test.cpp.
 #include "sinks/null_sink.hpp"
 
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "null_test_support.hpp"
 
 namespace {
 
 using namespace outbox::sinks;
+using namespace outbox::sinks::test;
 using namespace std::chrono_literals;
 
-std::vector<Message> batch(std::size_t n) {
-  std::vector<Message> out(n);
-  for (auto& m : out) {
-    m.id = "id";
-    m.aggregatetype = "order";
-    m.aggregateid = "1";
-    m.type = "T";
-    m.payload = "{}";
-  }
-  return out;
+// n messages of one key.
+Batch same_key(std::size_t n) {
+  Batch b;
+  for (std::size_t i = 0; i < n; ++i) b.add("1");
+  return b;
 }
 
 TEST(NullSink, AcksEverything) {
   auto sink = create_null_sink({});
   EXPECT_EQ(sink->describe(), "null");
   EXPECT_TRUE(sink->usable());
+  const Batch b = same_key(1000);
   std::vector<Outcome> outcomes(1000);
-  sink->send(batch(1000), outcomes, 0ms);
+  sink->send(b.messages(), outcomes, 0ms);
   for (const auto& o : outcomes) {
     EXPECT_EQ(o.delivery, Delivery::kAcked);
     EXPECT_EQ(o.error, "");
@@ -40,36 +43,51 @@ TEST(NullSink, AcksEverything) {
 TEST(NullSink, FailEveryCountsAcrossBatches) {
   auto sink = create_null_sink({{"fail_every", "3"}});
   EXPECT_EQ(sink->describe(), "null fail_every=3");
-  std::vector<Outcome> outcomes(4);
-  sink->send(batch(4), outcomes, 1s);  // messages 1..4: the 3rd fails
-  EXPECT_EQ(outcomes[0].delivery, Delivery::kAcked);
-  EXPECT_EQ(outcomes[1].delivery, Delivery::kAcked);
-  EXPECT_EQ(outcomes[2].delivery, Delivery::kRejected);
+  // Distinct keys: no rejection defers another message.
+  auto outcomes = send(*sink, Batch{"1", "2", "3", "4"});  // messages 1..4: the 3rd fails
+  EXPECT_EQ(summary(outcomes), "AARA");
   EXPECT_NE(outcomes[2].error.find("fail_every=3"), std::string::npos);
-  EXPECT_EQ(outcomes[3].delivery, Delivery::kAcked);
-  outcomes.assign(3, Outcome{});
-  sink->send(batch(3), outcomes, 1s);  // messages 5..7: the 6th fails
-  EXPECT_EQ(outcomes[0].delivery, Delivery::kAcked);
-  EXPECT_EQ(outcomes[1].delivery, Delivery::kRejected);
-  EXPECT_EQ(outcomes[2].delivery, Delivery::kAcked);
+  outcomes = send(*sink, Batch{"5", "6", "7"});  // messages 5..7: the 6th fails
+  EXPECT_EQ(summary(outcomes), "ARA");
   EXPECT_EQ(outcomes[2].error, "");
 
   auto every = create_null_sink({{"fail_every", "1"}});
-  outcomes.assign(2, Outcome{});
-  every->send(batch(2), outcomes, 1s);
-  EXPECT_EQ(outcomes[0].delivery, Delivery::kRejected);
-  EXPECT_EQ(outcomes[1].delivery, Delivery::kRejected);
+  EXPECT_EQ(summary(send(*every, Batch{"1", "2"})), "RR");
+}
+
+// A rejected message defers the later ones of its key, which fail_every does not count.
+TEST(NullSink, FailEverySkipsDeferredMessages) {
+  auto sink = create_null_sink({{"fail_every", "2"}});
+  auto outcomes = send(*sink, Batch{"1", "1", "1", "2", "3", "1"});
+  // 1st offered: A; 2nd: R; then "1" is deferred; "2" is the 3rd (A), "3" the 4th (R).
+  EXPECT_EQ(summary(outcomes), "ARDARD");
+  EXPECT_EQ(outcomes[2].error, "not sent: an earlier event of its key failed");
+  EXPECT_EQ(summary(send(*sink, same_key(3))), "ARD");  // 5th A, 6th R
+
+  auto every = create_null_sink({{"fail_every", "1"}});
+  EXPECT_EQ(summary(send(*every, same_key(3))), "RDD");
 }
 
 TEST(NullSink, DeclaresItsOptions) {
-  ASSERT_EQ(kNullOptionCount, 3u);
-  EXPECT_STREQ(kNullOptions[0].name, "fail_every");
-  EXPECT_EQ(kNullOptions[0].kind, OptionKind::kInteger);
-  EXPECT_STREQ(kNullOptions[1].name, "throw_every");
-  EXPECT_EQ(kNullOptions[1].kind, OptionKind::kInteger);
-  EXPECT_STREQ(kNullOptions[2].name, "delay_ms");
-  EXPECT_EQ(kNullOptions[2].kind, OptionKind::kInteger);
+  ASSERT_EQ(kNullOptionCount, 6u);
+  const std::pair<const char*, OptionKind> want[] = {
+      {"fail_every", OptionKind::kInteger},   {"throw_every", OptionKind::kInteger},
+      {"delay_ms", OptionKind::kInteger},     {"reject_aggregateid", OptionKind::kText},
+      {"reject_times", OptionKind::kInteger}, {"record_file", OptionKind::kFile}};
+  for (std::size_t i = 0; i < kNullOptionCount; ++i) {
+    EXPECT_STREQ(kNullOptions[i].name, want[i].first);
+    EXPECT_EQ(kNullOptions[i].kind, want[i].second) << want[i].first;
+  }
   EXPECT_EQ(create_null_sink({})->max_message_bytes(), 0u);  // no limit
+}
+
+std::string config_error(const Options& options) {
+  try {
+    create_null_sink(options);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "none";
 }
 
 TEST(NullSink, BadOptions) {
@@ -79,44 +97,50 @@ TEST(NullSink, BadOptions) {
   for (const char* bad : {"-1", "", "x", "1001", "5ms"}) {
     EXPECT_THROW(create_null_sink({{"delay_ms", bad}}), ConfigError) << bad;
   }
-  try {
-    create_null_sink({{"bootstrap.servers", "x"}});
-    FAIL();
-  } catch (const ConfigError& e) {
-    EXPECT_STREQ(e.what(), "sink \"null\" has no option \"bootstrap.servers\"");
+  EXPECT_EQ(config_error({{"bootstrap.servers", "x"}}),
+            "sink \"null\" has no option \"bootstrap.servers\"");
+
+  EXPECT_EQ(config_error({{"reject_times", "2"}}),
+            "null sink: reject_times needs reject_aggregateid");
+  for (const char* bad : {"0", "1001", "-1", "x", ""}) {
+    EXPECT_THROW(create_null_sink({{"reject_aggregateid", "k"}, {"reject_times", bad}}),
+                 ConfigError)
+        << bad;
   }
+  EXPECT_EQ(config_error({{"reject_aggregateid", "k"}, {"reject_times", "1001"}}),
+            "null sink: reject_times must be a whole number from 1 to 1000, not \"1001\"");
+  EXPECT_EQ(config_error({{"reject_aggregateid", ""}}),
+            "null sink: reject_aggregateid must not be empty");
+  EXPECT_EQ(config_error({{"reject_aggregateid", "k"}, {"reject_times", "1000"}}), "none");
+  EXPECT_EQ(config_error({{"reject_times", "1"}, {"reject_aggregateid", "k"}}), "none");
 }
 
-}  // namespace
-
-namespace {
-
-TEST(NullSink, ThrowEveryThrowsFromSend) {
-  auto sink = outbox::sinks::create_null_sink({{"throw_every", "2"}});
+TEST(NullSink, ThrowEveryThrowsFromSendAndStart) {
+  auto sink = create_null_sink({{"throw_every", "2"}});
   EXPECT_EQ(sink->describe(), "null throw_every=2");
-  std::vector<outbox::sinks::Outcome> outcomes(3);
-  EXPECT_NO_THROW(sink->send(batch(3), outcomes, std::chrono::milliseconds(0)));
-  EXPECT_THROW(sink->send(batch(3), outcomes, std::chrono::milliseconds(0)), std::runtime_error);
-  EXPECT_NO_THROW(sink->send(batch(3), outcomes, std::chrono::milliseconds(0)));
-  EXPECT_THROW(outbox::sinks::create_null_sink({{"throw_every", "0"}}), outbox::sinks::ConfigError);
+  const Batch b = same_key(3);
+  std::vector<Outcome> outcomes(3);
+  EXPECT_NO_THROW(sink->send(b.messages(), outcomes, 0ms));
+  EXPECT_THROW(sink->send(b.messages(), outcomes, 0ms), std::runtime_error);
+  EXPECT_NO_THROW(sink->start(b.messages(), outcomes, 0ms));
+  EXPECT_THROW(sink->start(b.messages(), outcomes, 0ms), std::runtime_error);
+  EXPECT_NO_THROW(sink->finish());
+  EXPECT_THROW(create_null_sink({{"throw_every", "0"}}), ConfigError);
 }
-
-}  // namespace
-
-namespace {
 
 // delay_ms: each send() takes at least that long, and still acknowledges every message.
 TEST(NullSink, DelayMsSlowsEverySend) {
   using namespace std::chrono;
-  auto sink = outbox::sinks::create_null_sink({{"delay_ms", "20"}});
+  auto sink = create_null_sink({{"delay_ms", "20"}});
   EXPECT_EQ(sink->describe(), "null delay_ms=20");
-  std::vector<outbox::sinks::Outcome> outcomes(4);
+  const Batch b = same_key(4);
+  std::vector<Outcome> outcomes(4);
   const auto start = steady_clock::now();
-  sink->send(batch(4), outcomes, 1s);
-  sink->send(batch(4), outcomes, 1s);
+  sink->send(b.messages(), outcomes, 1s);
+  sink->send(b.messages(), outcomes, 1s);
   EXPECT_GE(steady_clock::now() - start, 40ms);
-  for (const auto& outcome : outcomes) EXPECT_EQ(outcome.delivery, outbox::sinks::Delivery::kAcked);
-  EXPECT_EQ(outbox::sinks::create_null_sink({{"delay_ms", "0"}})->describe(), "null");
+  EXPECT_EQ(summary(outcomes), "AAAA");
+  EXPECT_EQ(create_null_sink({{"delay_ms", "0"}})->describe(), "null");
 }
 
 }  // namespace

@@ -59,7 +59,7 @@ TEST(SinkPlugin, Null) {
     EXPECT_EQ(outcomes[0].delivery, Delivery::kAcked);
   }
   EXPECT_THROW(lib.get()->create({{"fail_every", "0"}}), ConfigError);
-  ASSERT_EQ(lib.get()->option_count, 3u);
+  ASSERT_EQ(lib.get()->option_count, 6u);
   EXPECT_STREQ(lib.get()->options[0].name, "fail_every");
   EXPECT_STREQ(lib.get()->options[2].name, "delay_ms");
 }
