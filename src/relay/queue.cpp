@@ -117,8 +117,8 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
   if (first_of_transaction) mark.advance(now);
   guard([&] {
     if (fetch_new_plan_ != nullptr && plans_version_ != mark.scope_version()) {
-      for (SPIPlanPtr* plan :
-           {&fetch_new_plan_, &fetch_retry_plan_, &fetch_late_plan_, &holds_plan_, &scan_new_plan_}) {
+      for (SPIPlanPtr* plan : {&fetch_new_plan_, &fetch_retry_plan_, &fetch_late_plan_,
+                               &holds_plan_, &scan_new_plan_}) {
         if (*plan != nullptr) SPI_freeplan(*plan);
         *plan = nullptr;
       }
@@ -244,8 +244,7 @@ Queue::Scanned Queue::scan_new(Batch& batch, int64 start, TimestampTz future, sh
     const int before = out.count;
     Datum fetch_params[3] = {Int64GetDatum(room), int8_array(mine, n_mine),
                              TimestampTzGetDatum(future)};
-    append_rows(fetch_late_plan_, 3, fetch_params, kFetchLateTypes, batch, limit, bytes,
-                max_bytes);
+    append_rows(fetch_late_plan_, 3, fetch_params, kFetchLateTypes, batch, limit, bytes, max_bytes);
     // Stopped by outbox.batch_max_bytes: accounted for only up to its last row.
     if (bytes >= max_bytes && out.count > before) {
       result.upto = out.rows[out.count - 1].seq;

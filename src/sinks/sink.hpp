@@ -134,10 +134,11 @@ class Sink {
   // started; `messages` and `outcomes` stay where they are until that batch's finish()
   // returns or the sink is destroyed: a sink may read and write them on its own thread. Per-key
   // order holds across batches: a message of a later batch must not be delivered ahead of an
-  // earlier batch's message of the same key that could not be queued (fail the later one
-  // kUnavailable instead). An exception from start() means the batch was not started and failed as
-  // kUnavailable; from finish(), that the oldest batch failed as kUnavailable. The defaults send
-  // synchronously: start() calls send(), finish() has nothing to wait for.
+  // earlier batch's message of the same key that failed or could not be queued (report the
+  // later one kDeferred, or kUnavailable, instead; see send()). An exception from start() means the
+  // batch was not started and failed as kUnavailable; from finish(), that the oldest batch failed
+  // as kUnavailable. The defaults send synchronously: start() calls send(), finish() has nothing to
+  // wait for.
   virtual void start(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
                      std::chrono::milliseconds timeout) {
     send(messages, outcomes, timeout);
