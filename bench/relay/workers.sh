@@ -27,18 +27,23 @@
 #   null-4                                           4 workers, ordering = key
 #   null-2                                           2 workers, ordering = key
 #   null-1                                           1 worker,  ordering = key
-# in this order in odd rounds and reversed in even rounds, over ROUNDS rounds (3; QUICK=1:
+#   slow100-1    null sink, delay_ms = DELAY_MS, outbox.batch_size = 100, 1 worker
+#   slow100-4                                                            4 workers
+# (the last two: where the sink's wait is most of a batch's time, as with a far broker or
+# an HTTP endpoint; with batches of 1000 the relay's own CPU is ~45 % of a 1-worker drain,
+# and on 2 cores that bounds what 4 workers can gain) in this order in odd rounds and reversed in even rounds, over ROUNDS rounds (3; QUICK=1:
 # 2), after one warm-up drain (null-1, not counted). Reported: the median events/s of each
 # variant, and per ratio the median of the per-round ratios (min-max):
 #   slow sink, 4 workers / 1 (key)        goal >= 3x
 #   null sink, 2 workers / 1 (key)        goal >= 1x (not slower)
 #   ordering none / key at 4 workers, null sink and slow sink
+#   slow sink with batch_size = 100, 4 workers / 1
 # A build without outbox.ordering (before the sharded relay: its workers > 1 race over all
 # events, unordered) gets no outbox.ordering line (PostgreSQL would drop it with a WARNING,
 # as the outbox prefix is reserved); the script says so, and its none / key rows then
 # compare identical settings.
 #
-#   bash bench/relay/workers.sh          # 3 rounds x 7 variants of 200,000 events, ~1.5 min
+#   bash bench/relay/workers.sh          # 3 rounds x 9 variants of 200,000 events, ~3 min
 #   QUICK=1 bash bench/relay/workers.sh  # 2 rounds of 50,000 events, ~30 s
 # (times of the build before the sharded relay; a drain is a second or two, the rest is the
 # fill and the restart.)
@@ -58,13 +63,15 @@ TIMEOUT_S=${TIMEOUT_S:-300}
 
 # label workers ordering delay_ms description
 VARIANTS=(
-  "slow-1      1 key  $DELAY_MS slow sink (delay_ms=$DELAY_MS), 1 worker"
-  "slow-4      4 key  $DELAY_MS slow sink (delay_ms=$DELAY_MS), 4 workers"
-  "slow-4-none 4 none $DELAY_MS slow sink (delay_ms=$DELAY_MS), 4 workers, ordering=none"
-  "null-4-none 4 none 0 null sink, 4 workers, ordering=none"
-  "null-4      4 key  0 null sink, 4 workers"
-  "null-2      2 key  0 null sink, 2 workers"
-  "null-1      1 key  0 null sink, 1 worker"
+  "slow-1      1 key  $DELAY_MS - slow sink (delay_ms=$DELAY_MS), 1 worker"
+  "slow-4      4 key  $DELAY_MS - slow sink (delay_ms=$DELAY_MS), 4 workers"
+  "slow-4-none 4 none $DELAY_MS - slow sink (delay_ms=$DELAY_MS), 4 workers, ordering=none"
+  "null-4-none 4 none 0 - null sink, 4 workers, ordering=none"
+  "null-4      4 key  0 - null sink, 4 workers"
+  "null-2      2 key  0 - null sink, 2 workers"
+  "null-1      1 key  0 - null sink, 1 worker"
+  "slow100-1   1 key  $DELAY_MS 100 slow sink (delay_ms=$DELAY_MS), batch_size=100, 1 worker"
+  "slow100-4   4 key  $DELAY_MS 100 slow sink (delay_ms=$DELAY_MS), batch_size=100, 4 workers"
 )
 
 relay_header "relay parallel workers: backlog drain rate, 1 / 2 / 4 workers, ordering key / none" \
@@ -82,10 +89,12 @@ fi
 echo "   rounds=$ROUNDS; each drain: $ROWS events over $KEYS keys, sink configured after the fill; poll ${POLL_MS} ms"
 sql -o /dev/null -c "SELECT outbox.unconfigure_sink()"
 
-# drain ROUND LABEL WORKERS ORDERING DELAY_MS: a restart with these settings, then one drain
-# (relaybench.py backlog), appended to results.txt unless ROUND is "warm-up".
+# drain ROUND LABEL WORKERS ORDERING DELAY_MS BATCH_SIZE: a restart with these settings (BATCH_SIZE
+# "-": the default), then one drain (relaybench.py backlog), appended to results.txt unless
+# ROUND is "warm-up".
 drain() {
   local settings=("outbox.workers = $3") opts='{}' out="$BENCH_WORK/results.txt"
+  [ "${6:--}" != - ] && settings+=("outbox.batch_size = $6")
   [ "$HAVE_ORDERING" = 1 ] && settings+=("outbox.ordering = '$4'")
   [ "$5" != 0 ] && opts="{\"delay_ms\": $5}"
   [ "$1" = warm-up ] && out=""
@@ -100,13 +109,13 @@ drain() {
 }
 
 echo "   warm-up (not counted):"
-drain warm-up null-1 1 key 0
+drain warm-up null-1 1 key 0 -
 for r in $(seq "$ROUNDS"); do
   echo "   round $r/$ROUNDS:"
-  if [ $((r % 2)) = 1 ]; then order=(0 1 2 3 4 5 6); else order=(6 5 4 3 2 1 0); fi
+  if [ $((r % 2)) = 1 ]; then order=(0 1 2 3 4 5 6 7 8); else order=(8 7 6 5 4 3 2 1 0); fi
   for i in "${order[@]}"; do
-    read -r label w o d _ <<<"${VARIANTS[$i]}"
-    drain "$r" "$label" "$w" "$o" "$d"
+    read -r label w o d b _ <<<"${VARIANTS[$i]}"
+    drain "$r" "$label" "$w" "$o" "$d" "$b"
   done
 done
 
@@ -135,7 +144,7 @@ echo "   of configure_sink() until none is unpublished; relay CPU: all its worke
 printf '   | %-50s | %9s | %7s | %13s | %7s |\n' "variant" "events/s" "s" "relay CPU s" "batches"
 printf '   | %-50s | %9s | %7s | %13s | %7s |\n' "---" "---:" "---:" "---:" "---:"
 for v in "${VARIANTS[@]}"; do
-  read -r label _ _ _ desc <<<"$v"
+  read -r label _ _ _ _ desc <<<"$v"
   [ -n "$(col "$label" 3)" ] || { printf '   | %-50s | %9s | %7s | %13s | %7s |\n' "$desc" "-" "-" "-" "-"; continue; }
   printf '   | %-50s | %9.0f | %7.2f | %13.2f | %7.0f |\n' "$desc" "$(col "$label" 3 | median)" \
     "$(col "$label" 4 | median)" "$(col "$label" 5 | median)" "$(col "$label" 6 | median)"
@@ -148,6 +157,7 @@ printf '   | %-50s | %-20s | %-6s |\n' "slow sink: 4 workers / 1 (ordering=key)"
 printf '   | %-50s | %-20s | %-6s |\n' "null sink: 2 workers / 1 (ordering=key)" "$(ratio_rounds null-2 null-1)" ">= 1x"
 printf '   | %-50s | %-20s | %-6s |\n' "null sink, 4 workers: ordering none / key" "$(ratio_rounds null-4-none null-4)" ""
 printf '   | %-50s | %-20s | %-6s |\n' "slow sink, 4 workers: ordering none / key" "$(ratio_rounds slow-4-none slow-4)" ""
+printf '   | %-50s | %-20s | %-6s |\n' "slow sink, batch_size=100: 4 workers / 1" "$(ratio_rounds slow100-4 slow100-1)" ""
 echo
 s41=$(ratio_median slow-4 slow-1)
 n21=$(ratio_median null-2 null-1)
