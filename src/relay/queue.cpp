@@ -33,7 +33,7 @@ constexpr const char* kFetchNewSql = OUTBOX_FETCH_FROM
     " WHERE seq >= $2 AND published_at IS NULL AND dead_at IS NULL AND next_attempt_at IS NULL "
     "   AND part_at < $3 %s"
     " ORDER BY seq LIMIT $1 "
-    "   FOR UPDATE SKIP LOCKED";
+    "%s";
 // Every statement here has a %s for the sealed partitions' predicate (seal.cpp).
 //
 // $3 is a minute from now: no event can be in a partition that starts later (part_at is
@@ -47,14 +47,14 @@ constexpr Oid kFetchNewTypes[3] = {INT8OID, INT8OID, TIMESTAMPTZOID};
 constexpr const char* kFetchRetrySql = OUTBOX_FETCH_FROM
     " WHERE next_attempt_at <= $2 AND published_at IS NULL AND dead_at IS NULL %s"
     " ORDER BY seq LIMIT $1 "
-    "   FOR UPDATE SKIP LOCKED";
+    "%s";
 constexpr Oid kFetchRetryTypes[2] = {INT8OID, TIMESTAMPTZOID};
 // Late events: the ones a probe of the gaps found ($2).
 constexpr const char* kFetchLateSql = OUTBOX_FETCH_FROM
     " WHERE seq = ANY($2) AND published_at IS NULL AND dead_at IS NULL "
     "   AND next_attempt_at IS NULL AND part_at < $3 %s"
     " ORDER BY seq LIMIT $1 "
-    "   FOR UPDATE SKIP LOCKED";
+    "%s";
 constexpr Oid kFetchLateTypes[3] = {INT8OID, INT8ARRAYOID, TIMESTAMPTZOID};
 // The holds of the owned shards (core/key_holds.hpp): each key's earliest event waiting for
 // a retry (index events_retry), and its retry time.
@@ -73,6 +73,11 @@ constexpr const char* kScanNewSql =
     " WHERE seq >= $2 AND published_at IS NULL AND dead_at IS NULL AND next_attempt_at IS NULL "
     "   AND part_at < $3 %s"
     " ORDER BY seq LIMIT $1";
+// Unordered, workers share the events: each takes a row by locking it, and skips the rows
+// others hold. Ordered, a shard's events are this relay's alone (ownership.cpp), and its own
+// transactions never overlap: no row lock is needed, which saves a lock, and its WAL record,
+// per event.
+constexpr const char* kLockRows = " FOR UPDATE SKIP LOCKED";
 // Marking plans kept per partition, at most.
 constexpr size_t kMaxCachedPlans = 128;
 // The payload buffer (Queue::payload_scratch_) is given back once a payload grew it past this.
@@ -130,9 +135,10 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
     const char* sql = scope.c_str();
     guard([&] {
       scan_new_plan_ = prepare_kept(psprintf(kScanNewSql, sealed.c_str()), 3, kFetchNewTypes);
-      fetch_new_plan_ = prepare_kept(psprintf(kFetchNewSql, sql), 3, kFetchNewTypes);
-      fetch_retry_plan_ = prepare_kept(psprintf(kFetchRetrySql, sql), 2, kFetchRetryTypes);
-      fetch_late_plan_ = prepare_kept(psprintf(kFetchLateSql, sql), 3, kFetchLateTypes);
+      const char* lock = ordered_ ? "" : kLockRows;
+      fetch_new_plan_ = prepare_kept(psprintf(kFetchNewSql, sql, lock), 3, kFetchNewTypes);
+      fetch_retry_plan_ = prepare_kept(psprintf(kFetchRetrySql, sql, lock), 2, kFetchRetryTypes);
+      fetch_late_plan_ = prepare_kept(psprintf(kFetchLateSql, sql, lock), 3, kFetchLateTypes);
       holds_plan_ = prepare_kept(psprintf(kHoldsSql, sql), 0, nullptr);
     });
     plans_version_ = mark.scope_version();
