@@ -385,7 +385,7 @@ void LowWater::reread() {
 void LowWater::check_plans() {
   if (plans_version_ == scope_version()) return;
   guard([&] {
-    for (SPIPlanPtr* plan : {&low_water_plan_, &probe_plan_}) {
+    for (SPIPlanPtr* plan : {&low_water_plan_, &probe_plan_, &late_keys_plan_}) {
       if (*plan != nullptr) SPI_freeplan(*plan);
       *plan = nullptr;
     }

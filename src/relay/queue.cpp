@@ -176,7 +176,7 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
 
     const TimestampTz future = now + kFuturePartitionsAfterUs;
     late_from = out.count;
-    if (first_of_transaction && !late.empty() && out.count < limit && bytes < max_bytes) {
+    if (!late.empty() && out.count < limit && bytes < max_bytes) {
       const int n = static_cast<int>(late.size());
       Datum* seqs = static_cast<Datum*>(palloc(sizeof(Datum) * n));
       for (int k = 0; k < n; ++k) seqs[k] = Int64GetDatum(late[k]);
@@ -198,6 +198,19 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
     }
     out.full = out.count == limit || bytes >= max_bytes || scanned.more;
   });
+  // Ordered: no new event goes out before a late one of its key (late_keys.cpp).
+  if (ordered_ && out.count > new_from && mark.may_hold_late()) {
+    const int kept = keep_before_late(out, new_from, mark);
+    if (kept < out.count - new_from) {
+      out.count = new_from + kept;
+      out.full = true;  // the next fetch comes at once, and takes the late events first
+      scanned.more = true;
+      scanned.upto = kept > 0 ? out.rows[new_from + kept - 1].seq : start - 1;
+      while (scanned.n_others > 0 && scanned.others[scanned.n_others - 1] > scanned.upto) {
+        --scanned.n_others;
+      }
+    }
+  }
   // The bookkeeping, outside guard() (it allocates).
   if (owned == shards::kAll) {
     mark.fetched(out.rows + late_from, new_from - late_from, late_tried, out.rows + new_from,
@@ -261,6 +274,24 @@ Queue::Scanned Queue::scan_new(Batch& batch, int64 start, TimestampTz future, sh
     }
   }
   return result;
+}
+
+// How many of the new events (from new_from) may go out: those before the first whose key
+// has a committed event in the gaps that no fetch took yet. Those late events are taken
+// first by the next fetch.
+int Queue::keep_before_late(const Fetched& out, int new_from, LowWater& mark) {
+  const int n_new = out.count - new_from;
+  const LowWater::Late late = mark.find_late();
+  if (late.count == 0 && late.complete) return n_new;
+  mark.take_late_first(late);
+  if (!late.complete) return 0;  // keys unknown: none may pass
+  KeyHolds keys;
+  for (int i = 0; i < late.count; ++i) keys.set(late.types[i], late.ids[i], {late.seqs[i], 0});
+  for (int k = 0; k < n_new; ++k) {
+    const Row& row = out.rows[new_from + k];
+    if (keys.find(row.aggregatetype.view(), row.aggregateid.view()) != nullptr) return k;
+  }
+  return n_new;
 }
 
 SPIPlanPtr Queue::partition_plan(boost::container::flat_map<Oid, SPIPlanPtr>& cache, Oid rel,

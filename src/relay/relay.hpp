@@ -8,6 +8,7 @@
 //   queue.cpp         the queries on outbox.events: fetch into a batch, mark acknowledged and
 //                     rejected events (retries, dead letters)
 //   holds.cpp         held keys: the later events of a retrying event's key wait behind it
+//   late_keys.cpp     late commits: no newer event of their keys goes out before them
 //   rows.cpp          a fetched row's values, copied into its batch by the executor
 //   ownership.cpp     the shards this relay owns, claimed and given back (ordered mode)
 //   low_water.cpp     the low-water mark, its horizon, the gaps and their probes
@@ -286,6 +287,20 @@ class LowWater {
   void forget();
   // The relay gained shards: read the marks of its shards again.
   void reread();
+  // late_keys.cpp (ordered mode): the committed events in the gaps, and in what this
+  // transaction's fetches passed over, that none of its fetches took: seqs and keys
+  // (palloc'd), by seq; complete is false when there may be more.
+  struct Late {
+    int64* seqs;
+    char** types;
+    char** ids;
+    int count;
+    bool complete;
+  };
+  Late find_late();
+  bool may_hold_late() const { return !gaps_.empty() || !passed_over_.empty(); }
+  // The next fetch takes these first.
+  void take_late_first(const Late& late);
   // A pass skipped the check (the one before was too recent) while gaps wait to be probed:
   // when the next check is due; 0 otherwise.
   TimestampTz skipped_check_due() const;
@@ -315,6 +330,7 @@ class LowWater {
   SPIPlanPtr low_water_plan_ = nullptr;
   SPIPlanPtr save_plan_ = nullptr;
   SPIPlanPtr floor_plan_ = nullptr;
+  SPIPlanPtr late_keys_plan_ = nullptr;
   SPIPlanPtr sequence_plan_ = nullptr;
   // The low-water mark (-1: not read yet) and the horizon it may move up to.
   int64 low_water_ = -1;
@@ -383,6 +399,7 @@ class Queue {
   Scanned scan_new(Batch& batch, int64 start, TimestampTz future, shards::Mask owned, int limit,
                    int64& bytes, int64 max_bytes);
   void load_holds();
+  int keep_before_late(const Fetched& out, int new_from, LowWater& mark);
   // Puts a fetched row back on the retry path until `at`; no attempt is counted.
   void put_back(const Row& row, TimestampTz at);
   // Removes the rows of held keys from the batch (put back behind their blockers).

@@ -1,0 +1,88 @@
+// Late commits and per-key order (ordered mode). A transaction that commits after the scan
+// passed its events leaves them in the gaps, and a probe finds them later. Meanwhile a
+// newer event of the same key, above the resume point, could be fetched and sent first:
+// a transaction of that key that committed after the late one (they serialise on the key),
+// or the late transaction's own later events. So after each fetch of new events the relay
+// looks, with a snapshot taken after the fetch's, for committed events in the gaps that no
+// fetch of this transaction took. The new events from the first one whose key is among
+// theirs are dropped from the batch (the scan resumes before it), and the next fetch takes
+// the late events first. A transaction that commits after this look committed after every
+// event of the batch, so for keys whose transactions serialise it is the later one anyway.
+#include "relay/relay.hpp"
+
+#include "pg/boundary.hpp"
+#include "pg/settings.hpp"
+#include "pg/spi.hpp"
+
+namespace outbox::pg::relay {
+namespace {
+
+// The committed, unpublished events of the owned shards in the intervals [$1[i], $2[i]], at
+// most $3 per interval, that are not in $4 (taken by this transaction already), by seq.
+constexpr const char* kLateKeysSql =
+    "SELECT e.seq, e.aggregatetype::text, e.aggregateid::text, g.i "
+    "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) WITH ORDINALITY "
+    "       AS g(lo, hi, i) "
+    "  CROSS JOIN LATERAL ( "
+    "    SELECT seq, aggregatetype, aggregateid FROM outbox.events "
+    "     WHERE seq >= g.lo AND seq <= g.hi AND published_at IS NULL AND dead_at IS NULL "
+    "       AND next_attempt_at IS NULL AND seq <> ALL ($4) %s"
+    "     ORDER BY seq LIMIT $3) e "
+    " ORDER BY e.seq";
+constexpr Oid kLateKeysTypes[4] = {INT8ARRAYOID, INT8ARRAYOID, INT8OID, INT8ARRAYOID};
+
+}  // namespace
+
+LowWater::Late LowWater::find_late() {
+  Late late{nullptr, nullptr, nullptr, 0, true};
+  std::vector<SeqGaps::Interval> where(gaps_.intervals().begin(), gaps_.intervals().end());
+  where.insert(where.end(), passed_over_.begin(), passed_over_.end());
+  if (where.empty()) return late;
+  const int n = static_cast<int>(where.size());
+  const int n_taken = static_cast<int>(late_fetched_.size());
+  const SeqGaps::Interval* intervals = where.data();
+  const int64* taken = late_fetched_.data();
+  const int64 per_interval = settings.batch_size;
+  guard([&] {
+    if (late_keys_plan_ == nullptr) {
+      late_keys_plan_ = prepare_kept(psprintf(kLateKeysSql, scope().c_str()), 4, kLateKeysTypes);
+    }
+    Datum* lo = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+    Datum* hi = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+    for (int k = 0; k < n; ++k) {
+      lo[k] = Int64GetDatum(intervals[k].lo);
+      hi[k] = Int64GetDatum(intervals[k].hi);
+    }
+    Datum* excluded = static_cast<Datum*>(palloc(sizeof(Datum) * (n_taken + 1)));
+    for (int k = 0; k < n_taken; ++k) excluded[k] = Int64GetDatum(taken[k]);
+    Datum params[4] = {int8_array(lo, n), int8_array(hi, n), Int64GetDatum(per_interval),
+                       int8_array(excluded, n_taken)};
+    if (SPI_execute_plan(late_keys_plan_, params, nullptr, false, 0) != SPI_OK_SELECT) {
+      elog(ERROR, "outbox relay: looking for late events failed");
+    }
+    const uint64 rows = SPI_processed;
+    late.seqs = static_cast<int64*>(palloc(sizeof(int64) * (rows + 1)));
+    late.types = static_cast<char**>(palloc(sizeof(char*) * (rows + 1)));
+    late.ids = static_cast<char**>(palloc(sizeof(char*) * (rows + 1)));
+    int* per = static_cast<int*>(palloc0(sizeof(int) * (n + 1)));
+    for (uint64 r = 0; r < rows; ++r) {
+      HeapTuple tuple = SPI_tuptable->vals[r];
+      TupleDesc desc = SPI_tuptable->tupdesc;
+      bool isnull;
+      late.seqs[r] = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
+      late.types[r] = SPI_getvalue(tuple, desc, 2);
+      late.ids[r] = SPI_getvalue(tuple, desc, 3);
+      const int64 i = DatumGetInt64(SPI_getbinval(tuple, desc, 4, &isnull));
+      // An interval that gave its limit may hold more, whose keys are unknown.
+      if (++per[i] >= per_interval) late.complete = false;
+    }
+    late.count = static_cast<int>(rows);
+  });
+  return late;
+}
+
+void LowWater::take_late_first(const Late& late) {
+  late_.assign(late.seqs, late.seqs + std::min<int>(late.count, settings.batch_size));
+}
+
+}  // namespace outbox::pg::relay
