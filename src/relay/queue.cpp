@@ -1,6 +1,6 @@
 // The relay's statements on outbox.events. A batch:
 //   SELECT ... WHERE seq >= <low-water mark> AND published_at IS NULL ... ORDER BY seq
-//     LIMIT n FOR UPDATE SKIP LOCKED   (plus, now and then, the events due for a retry)
+//     LIMIT n [FOR UPDATE SKIP LOCKED: unordered]   (plus the retries due, the late events)
 //   -> the sink (pipeline.cpp)
 //   -> UPDATE <partition> SET published_at = ... WHERE ctid = ANY(...)
 // A rejected event gets one attempt more and a retry time, or is dead-lettered.
@@ -68,10 +68,15 @@ constexpr const char* kHoldsSql =
 // resume point, and their shards, without a lock (every shard's; the sealed partitions'
 // predicate only), then this relay's among them with kFetchLateSql. The other shards' events
 // it passed are then known, and do not become gaps to probe.
+//
+// Every visible event counts, waiting or not: one another worker has published since is
+// accounted for too, not left as a gap that probes read again (a gap is then only a value
+// whose transaction had not committed).
 constexpr const char* kScanNewSql =
-    "SELECT seq, outbox.shard_of(aggregatetype, aggregateid) FROM outbox.events "
-    " WHERE seq >= $2 AND published_at IS NULL AND dead_at IS NULL AND next_attempt_at IS NULL "
-    "   AND part_at < $3 %s"
+    "SELECT seq, outbox.shard_of(aggregatetype, aggregateid), "
+    "       published_at IS NULL AND dead_at IS NULL AND next_attempt_at IS NULL "
+    "  FROM outbox.events "
+    " WHERE seq >= $2 AND part_at < $3 %s"
     " ORDER BY seq LIMIT $1";
 // Unordered, workers share the events: each takes a row by locking it, and skips the rows
 // others hold. Ordered, a shard's events are this relay's alone (ownership.cpp), and its own
@@ -115,8 +120,9 @@ void Queue::append_rows(SPIPlanPtr plan, int nparams, const Datum* values, const
   }
 }
 
-// The later fetches of a transaction only continue after the rows already fetched: those
-// are locked by this transaction, and FOR UPDATE SKIP LOCKED would return them again.
+// The later fetches of a transaction only continue after the rows already fetched (in the
+// unordered mode this transaction holds their locks, and FOR UPDATE SKIP LOCKED would return
+// them again; in the ordered mode they are not locked at all).
 void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
   const TimestampTz now = guard([&] { return GetCurrentTimestamp(); });
   if (first_of_transaction) mark.advance(now);
@@ -224,9 +230,10 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
 }
 
 // Runs inside guard(): the two steps of kScanNewSql. Reads up to kShards / owned times the
-// room left (so that about that many of its own come), takes its own ones in seq order, and
-// says up to where everything is accounted for: the scanned events of other shards and the
-// fetched ones of its own; what lies between them becomes gaps.
+// room left (so that about that many of its own come), takes its own waiting ones in seq
+// order, and says up to where everything is accounted for: the scanned events that are not
+// its own or not waiting, and the fetched ones of its own; what lies between them becomes
+// gaps.
 Queue::Scanned Queue::scan_new(Batch& batch, int64 start, TimestampTz future, shards::Mask owned,
                                int limit, int64& bytes, int64 max_bytes) {
   Fetched& out = batch.fetched;
@@ -248,7 +255,9 @@ Queue::Scanned Queue::scan_new(Batch& batch, int64 start, TimestampTz future, sh
         DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
     const int32 shard =
         DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &isnull));
-    if (owned & (shards::Mask{1} << shard)) {
+    const bool waiting =
+        DatumGetBool(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 3, &isnull));
+    if (waiting && (owned & (shards::Mask{1} << shard))) {
       mine[n_mine++] = Int64GetDatum(seq);
     } else {
       result.others[result.n_others++] = seq;
