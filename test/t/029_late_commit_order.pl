@@ -1,4 +1,5 @@
-# Per-key order across a late commit (outbox.ordering = key, one worker): a transaction's
+# Per-key order across a late commit (outbox.ordering = key; one worker, which owns every
+# shard, and two, which scan past each other's events): a transaction's
 # first event of a key is passed over while the transaction is open (a gap), and its second
 # event of that key lies above the relay's resume point. If the transaction commits while the
 # relay sends a batch, the next (pipelined) fetch sees the second event as new, before any
@@ -12,7 +13,9 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('late_order');
+for my $workers (1, 2) {
+my $others = 150 * $workers;    # the first batch of each worker is full (100)
+my $node = PostgreSQL::Test::Cluster->new("late_order_$workers");
 $node->init;
 my $files = $node->basedir . '/sink_files';
 mkdir $files, 0750 or die "mkdir $files: $!";
@@ -26,33 +29,35 @@ outbox.database = 'postgres'
 outbox.poll_interval = '200ms'
 outbox.sink_files_directory = '$files'
 outbox.batch_size = 100
+outbox.workers = $workers
 });
 $node->start;
-sub q1 { return $node->safe_psql('postgres', $_[0]); }
-q1('CREATE EXTENSION outbox');
+my $q1 = sub { return $node->safe_psql('postgres', $_[0]); };
+$q1->('CREATE EXTENSION outbox');
 
-# While no sink is configured: the open transaction's n=1, 150 events of other keys, then
+# While no sink is configured: the open transaction's n=1, events of other keys, then
 # its n=2 (above them in seq).
 my $late = $node->background_psql('postgres');
 $late->query_safe(q{BEGIN; SELECT outbox.enqueue('order', 'K', 'T', '{"n": 1}')});
-q1(q{SELECT count(outbox.enqueue('other', g::text, 'T', '{}')) FROM generate_series(1, 150) g});
+$q1->(qq{SELECT count(outbox.enqueue('other', g::text, 'T', '{}')) FROM generate_series(1, $others) g});
 $late->query_safe(q{SELECT outbox.enqueue('order', 'K', 'T', '{"n": 2}')});
 
-# Each batch takes 2 s in the sink: the relay sends the first 100 others (passing over n=1)
+# Each batch takes 1 s in the sink: the relay sends the first 100 others (passing over n=1)
 # and, while it waits, the transaction commits; the next fetch then sees n=2 as new.
-q1(q{SELECT outbox.configure_sink('null', '{"record_file": "deliveries.tsv", "delay_ms": "1000"}')});
-ok($node->poll_query_until('postgres', q{SELECT state = 'sending' FROM outbox.status}),
-	'the relay sends its first batch while the transaction is open');
+$q1->(q{SELECT outbox.configure_sink('null', '{"record_file": "deliveries.tsv", "delay_ms": "1000"}')});
+ok($node->poll_query_until('postgres', "SELECT count(*) = $workers FROM outbox.status WHERE state = 'sending'"),
+	"$workers worker(s): the relay sends its first batches while the transaction is open");
 $late->query_safe('COMMIT');
 $late->quit;
 ok($node->poll_query_until('postgres',
 		q{SELECT count(*) = 0 FROM outbox.events WHERE published_at IS NULL}),
-	'everything is delivered');
+	"$workers worker(s): everything is delivered");
 
 my @k = map { (split /\t/)[2] } grep { /^order\tK\t/ } split /\n/, slurp_file($record_file);
 my %n = map { my ($id, $n) = split /\|/; ($id => $n) }
-	split /\n/, q1(q{SELECT id || '|' || (payload->>'n') FROM outbox.events WHERE aggregateid = 'K'});
-is(join(' ', map { $n{$_} } @k), '1 2', 'key K: n=1 is delivered before n=2, once each');
+	split /\n/, $q1->(q{SELECT id || '|' || (payload->>'n') FROM outbox.events WHERE aggregateid = 'K'});
+is(join(' ', map { $n{$_} } @k), '1 2', "$workers worker(s): key K: n=1 is delivered before n=2, once each");
 
 $node->stop;
+}
 done_testing();
