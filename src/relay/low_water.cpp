@@ -383,7 +383,9 @@ void LowWater::reread() {
 }
 
 void LowWater::check_plans() {
-  if (plans_version_ == scope_version()) return;
+  if (scope_made_ && plans_version_ == scope_version()) return;
+  scope_ = sealer_.predicate() + ownership_.predicate();
+  scope_made_ = true;
   guard([&] {
     for (SPIPlanPtr* plan : {&low_water_plan_, &probe_plan_, &late_keys_plan_}) {
       if (*plan != nullptr) SPI_freeplan(*plan);

@@ -306,7 +306,9 @@ class LowWater {
   TimestampTz skipped_check_due() const;
   // What every query on outbox.events adds: the sealed partitions left out, and only the
   // owned shards; the version moves with it (plans made for another are made again).
-  std::string scope() const { return sealer_.predicate() + ownership_.predicate(); }
+  // (A copy, made when the version moves: the queries are made inside guard(), where no
+  // C++ temporary may live.)
+  const std::string& scope() const { return scope_; }
   const std::string& sealed_scope() const { return sealer_.predicate(); }
   shards::Mask owned() const { return ownership_.owned(); }
   uint64 scope_version() const { return sealer_.version() + ownership_.version(); }
@@ -324,6 +326,8 @@ class LowWater {
 
   const Ownership& ownership_;
   Sealer sealer_;
+  std::string scope_;
+  bool scope_made_ = false;
   int64 saved_floor_ = -1;  // the least mark of outbox.relay_shards, read at each save
   uint64 plans_version_ = 0;
   SPIPlanPtr probe_plan_ = nullptr;
