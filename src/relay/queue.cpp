@@ -149,9 +149,14 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
     });
     plans_version_ = mark.scope_version();
   }
-  // Before the retries: which keys they hold back, exact as of now.
+  // Before the retries: which keys they hold back, exact as of now. Only this relay makes
+  // retries in its shards, so with no hold known, and none to learn (a start, a gained
+  // shard), there is nothing to read.
   const bool check_retries = first_of_transaction && now >= retry_check_at_;
-  if (check_retries && ordered_) load_holds();
+  if (check_retries && ordered_ && (holds_stale_ || !holds_.empty())) {
+    load_holds();
+    holds_stale_ = false;
+  }
   // Where each kind of row starts in the batch: retries, late events, new events.
   int late_from = 0;
   int new_from = 0;

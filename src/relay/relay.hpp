@@ -374,7 +374,10 @@ class Queue {
   void fetch(Batch& batch, bool first_of_transaction, LowWater& mark);
   // The holds must be read again before the next fetch (the owned shards changed, the
   // tracking restarted).
-  void reload_holds() { retry_check_at_ = 0; }
+  void reload_holds() {
+    holds_stale_ = true;
+    retry_check_at_ = 0;
+  }
   // After a batch's outcomes are recorded: its deferred rows go back on the retry path
   // behind the earlier event of their key that failed. False when one of them has no such
   // event to wait for (it stays where it is, and the scan must restart from the mark).
@@ -411,6 +414,7 @@ class Queue {
 
   bool ordered_ = false;
   KeyHolds holds_;
+  bool holds_stale_ = true;  // read them at the next look for retries
   SPIPlanPtr holds_plan_ = nullptr;
   SPIPlanPtr scan_new_plan_ = nullptr;
   // Made for the scope of plans_version_ (LowWater::scope_version()).
