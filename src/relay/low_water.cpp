@@ -127,7 +127,7 @@ void LowWater::read_mark() {
       "SELECT (SELECT pg_catalog.min(low_water) FROM outbox.relay_shards "
       "         WHERE shard OPERATOR(pg_catalog.=) ANY ('%s'::pg_catalog.int4[])), "
       "       (SELECT seq_filenode FROM outbox.relay_state)",
-      shards::array_literal(ownership_.owned()).c_str());
+      ownership_.literal().c_str());
   int rc = SPI_execute(sql, true, 1);
   if (rc != SPI_OK_SELECT || SPI_processed != 1) {
     elog(ERROR, "outbox relay: reading outbox.relay_shards failed");
@@ -283,7 +283,7 @@ void LowWater::save(TimestampTz now) {
     const char* sql = psprintf(
         "UPDATE outbox.relay_shards SET low_water = $1, updated_at = pg_catalog.now() "
         " WHERE shard OPERATOR(pg_catalog.=) ANY ('%s'::pg_catalog.int4[])",
-        shards::array_literal(owned).c_str());
+        ownership_.literal().c_str());
     if (SPI_execute_with_args(sql, 1, types, params, nullptr, false, 0) != SPI_OK_UPDATE) {
       elog(ERROR, "outbox relay: saving the low-water mark failed");
     }

@@ -20,6 +20,7 @@ constexpr int64 kRoundUs = 1000 * 1000;
 Ownership::Ownership(int index) : index_(index) {
   ordered_ = settings.ordering == kOrderingKey;
   if (!ordered_) owned_ = shards::kAll;  // every worker takes any event
+  literal_ = shards::array_literal(owned_);
 }
 
 bool Ownership::round(TimestampTz now) {
@@ -42,6 +43,7 @@ bool Ownership::round(TimestampTz now) {
   if (owned_ != before) {
     ++version_;
     predicate_ = shards::predicate(owned_);
+    literal_ = shards::array_literal(owned_);
   }
   return gained;
 }

@@ -243,6 +243,9 @@ class Ownership {
   // What the queries on outbox.events add (shards::predicate), and its version: it moves
   // whenever the owned shards change.
   const std::string& predicate() const { return predicate_; }
+  // The owned shards as a SQL array literal (shards::array_literal), kept with the predicate
+  // so that queries made inside guard() need no C++ temporary.
+  const std::string& literal() const { return literal_; }
   uint64 version() const { return version_; }
 
  private:
@@ -250,6 +253,7 @@ class Ownership {
   bool ordered_;
   shards::Mask owned_ = 0;
   std::string predicate_;
+  std::string literal_;
   uint64 version_ = 0;
   TimestampTz round_at_ = 0;
 };
