@@ -9,7 +9,7 @@
 #                      bench/relay (not shipped, so not part of `make`)
 
 # Sources, for the format targets (headers are covered by src/*/*.hpp there).
-SINK_SRCS = src/sinks/option_rules.cpp src/sinks/routing.cpp src/sinks/null_sink.cpp \
+SINK_SRCS = src/sinks/option_rules.cpp src/sinks/routing.cpp src/sinks/cloudevents.cpp src/sinks/null_sink.cpp \
 	src/sinks/null_plugin.cpp src/sinks/kafka_options.cpp src/sinks/kafka_sink.cpp \
 	src/sinks/kafka_classify.cpp src/sinks/kafka_plugin.cpp
 TOOL_SRCS = test/tools/kafka_mock.cpp
