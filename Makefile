@@ -2,9 +2,14 @@
 EXTENSION = outbox
 EXTVERSION = 0.5.0
 MODULE_big = outbox
-# The option rules of src/sinks are shared: configure_sink applies them before a sink sees its
-# options (src/pg/sink_loader.cpp), and the sinks again.
-SRCS = $(wildcard src/*.cpp src/core/*.cpp src/pg/*.cpp src/relay/*.cpp) src/sinks/option_rules.cpp
+# Two files of src/sinks are outbox.so's too: the option rules, which configure_sink applies
+# before a sink sees its options (src/pg/sink_loader.cpp), and the sinks again; and the host of
+# the C sink interface.
+SRCS = $(wildcard src/*.cpp src/core/*.cpp src/pg/*.cpp src/relay/*.cpp) \
+	src/sinks/option_rules.cpp src/sinks/plugin_host.cpp
+# The C sink interface, for third-party sinks: installed into
+# $(includedir_server)/extension/outbox/.
+HEADERS = src/include/outbox_sink.h
 OBJS = $(SRCS:.cpp=.o)
 # The install and update scripts sit beside outbox.control (as in contrib): sql/ holds
 # only the pg_regress tests.
@@ -75,7 +80,7 @@ unit-tests:
 	$(MAKE) -C test/unit run
 
 # Every C++ file we write (SINK_SRCS and TOOL_SRCS come from src/sinks/sinks.mk, below).
-FORMATTED = $(sort $(SRCS) $(SINK_SRCS) $(TOOL_SRCS) $(wildcard src/*/*.hpp src/*.hpp test/unit/*.cpp test/unit/*.hpp))
+FORMATTED = $(sort $(SRCS) $(SINK_SRCS) $(TOOL_SRCS) $(wildcard src/*/*.hpp src/*.hpp src/include/*.h test/unit/*.cpp test/unit/*.hpp))
 
 format-check:
 	clang-format --dry-run --Werror $(FORMATTED)

@@ -33,6 +33,9 @@ echo "=== PostgreSQL: $("$PG_CONFIG" --version) ($PG_CONFIG)"
 
 make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG" all test-tools || exit 1
 make -s install PG_CONFIG="$PG_CONFIG" >/dev/null || exit 1
+# The example sink (test/t/032_example_sink.pl): built out of tree against the header just
+# installed, as a third party would.
+make -s -C examples/sink PG_CONFIG="$PG_CONFIG" clean install >/dev/null || exit 1
 
 passed=0
 failed=0

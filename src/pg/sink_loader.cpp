@@ -3,10 +3,13 @@
 #include <dlfcn.h>
 #include <signal.h>
 
+#include <optional>
+
 #include "pg/boundary.hpp"
 #include "pg/jsonb_object.hpp"
 #include "pg/settings.hpp"
 #include "sinks/option_rules.hpp"
+#include "sinks/plugin_host.hpp"
 
 namespace outbox::pg {
 namespace {
@@ -110,27 +113,26 @@ std::unique_ptr<sinks::Sink> create_sink(const char* function, const std::string
                 "Built-in sinks are null and kafka. A third-party sink is a library "
                 "outbox_sink_<name>.so in PostgreSQL's $libdir.");
   }
-  auto entry = reinterpret_cast<outbox_sink_plugin_v1_fn>(dlsym(handle, "outbox_sink_plugin_v1"));
-  if (entry == nullptr) {
+  auto init = reinterpret_cast<OutboxSinkInitFn>(dlsym(handle, OUTBOX_SINK_INIT_SYMBOL));
+  if (init == nullptr) {
     throw Error(sqlstate::kInvalidParameterValue,
                 std::string(function) + ": " + library + " is not an outbox sink",
-                "It does not export outbox_sink_plugin_v1.");
+                "It does not export " OUTBOX_SINK_INIT_SYMBOL ".",
+                "A sink is built against outbox_sink.h (pg_config --includedir-server, "
+                "extension/outbox).");
   }
-  const sinks::PluginV1* plugin = entry();
-  if (plugin == nullptr || plugin->abi_version != sinks::kAbiVersion) {
-    throw Error(
-        sqlstate::kInvalidParameterValue,
-        std::string(function) + ": sink \"" + name + "\" was built for another outbox version",
-        "Plugin ABI " + std::to_string(plugin ? plugin->abi_version : -1) +
-            ", this outbox expects " + std::to_string(sinks::kAbiVersion) +
-            ": rebuild the sink against this version's sink.hpp.");
+  std::optional<sinks::PluginHost> plugin;
+  try {
+    plugin.emplace(init(), name);
+  } catch (const sinks::ConfigError& e) {
+    throw Error(sqlstate::kInvalidParameterValue,
+                std::string(function) + ": sink \"" + name + "\" cannot be used", e.what());
   }
   try {
     // Files and secrets as the sink receives them; the secrets' values live only in here.
     const char* directory = settings.sink_files_directory;
-    const sinks::Options resolved =
-        sinks::resolve_options(name, {plugin->options, plugin->option_count}, options,
-                               directory != nullptr ? directory : "");
+    const sinks::Options resolved = sinks::resolve_options(name, plugin->options(), options,
+                                                           directory != nullptr ? directory : "");
     SignalsBlocked blocked;
     return plugin->create(resolved);
   } catch (const sinks::OptionError& e) {

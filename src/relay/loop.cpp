@@ -87,7 +87,9 @@ Relay::Pause Relay::step() {
       mark_.restart_tracking();
       return {Pause::kForEvents, 0};
     }
-    if (result.unavailable > 0) return {Pause::kBackingOff, back_off(result.first_unavailable)};
+    if (result.unavailable > 0) {
+      return {Pause::kBackingOff, back_off(result.first_unavailable, result.config_error)};
+    }
     // Not sent while waiting for the standbys (a reload, a new sink): at once, from the mark.
     if (result.abandoned) {
       mark_.restart_tracking();
@@ -125,12 +127,14 @@ Relay::Pause Relay::step() {
 }
 
 // Exponential back-off with jitter; no transaction is open while it runs.
-int Relay::back_off(const std::string& error) {
+int Relay::back_off(const std::string& error, bool at_max) {
   mark_.restart_tracking();
   ++failures_;
-  const int delay_ms = pacing::with_jitter(
-      pacing::backoff_ms(settings.retry_backoff_min_ms, settings.retry_backoff_max_ms, failures_),
-      rng_);
+  const int delay_ms =
+      pacing::with_jitter(at_max ? settings.retry_backoff_max_ms
+                                 : pacing::backoff_ms(settings.retry_backoff_min_ms,
+                                                      settings.retry_backoff_max_ms, failures_),
+                          rng_);
   report_.record_error(error);
   const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
   report_.counters().backoff_until = now + static_cast<TimestampTz>(delay_ms) * 1000;

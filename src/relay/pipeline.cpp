@@ -137,8 +137,15 @@ void Relay::start_batch(Batch& batch) {
                           std::chrono::milliseconds(settings.send_timeout_ms));
     batch.in_flight = true;
   } catch (const std::exception& e) {
-    for (auto& o : batch.outcomes) o = {sinks::Delivery::kUnavailable, e.what()};
+    fail_batch(batch, e);
   }
+}
+
+// The whole batch failed as kUnavailable; a ConfigError (the broker's setup is wrong, say a
+// subject no stream captures) is remembered, so that the relay waits retry_backoff_max.
+void Relay::fail_batch(Batch& batch, const std::exception& e) {
+  batch.config_error = dynamic_cast<const sinks::ConfigError*>(&e) != nullptr;
+  for (auto& o : batch.outcomes) o = {sinks::Delivery::kUnavailable, e.what()};
 }
 
 // Waits for the batch's outcomes (the oldest started batch), marks what was acknowledged and
@@ -149,7 +156,7 @@ void Relay::finish_batch(Batch& batch, BatchResult& result) {
     try {
       session_.sink().finish();
     } catch (const std::exception& e) {
-      for (auto& o : batch.outcomes) o = {sinks::Delivery::kUnavailable, e.what()};
+      fail_batch(batch, e);
     }
   }
   const Fetched& fetched = batch.fetched;
@@ -173,7 +180,9 @@ void Relay::finish_batch(Batch& batch, BatchResult& result) {
       case sinks::Delivery::kUnavailable:
         ++result.unavailable;
         if (result.first_unavailable.empty()) {
-          result.first_unavailable = "sink unavailable: " + o.error;
+          result.first_unavailable =
+              (batch.config_error ? "sink configuration error: " : "sink unavailable: ") + o.error;
+          result.config_error = batch.config_error;
         }
         break;
     }
@@ -181,6 +190,7 @@ void Relay::finish_batch(Batch& batch, BatchResult& result) {
   // After the rejections: their keys' holds are known.
   if (result.deferred > 0 && !queue_.defer(fetched, batch.outcomes)) result.unresolved = true;
   batch.messages.clear();
+  batch.config_error = false;
   guard([&] { MemoryContextReset(batch.memory); });
 }
 

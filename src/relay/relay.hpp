@@ -83,7 +83,8 @@ struct Batch {
   Fetched fetched{};
   std::vector<sinks::Message> messages;
   std::vector<sinks::Outcome> outcomes;
-  bool in_flight = false;  // started, not finished
+  bool in_flight = false;     // started, not finished
+  bool config_error = false;  // failed with a sinks::ConfigError
 };
 
 struct BatchResult {
@@ -103,6 +104,7 @@ struct BatchResult {
   // one before timed out).
   std::string first_rejection;
   std::string first_unavailable;
+  bool config_error = false;  // the first unavailable one failed with a sinks::ConfigError
 };
 
 // rows.cpp: the executor's destination for a fetch. It copies each row into the batch's
@@ -456,13 +458,15 @@ class Relay {
 
   // loop.cpp
   Pause step();
-  int back_off(const std::string& error);
+  // at_max: wait retry_backoff_max at once (a configuration error is not fixed in a moment).
+  int back_off(const std::string& error, bool at_max = false);
   void wait(Pause pause);
   void wake_on_commit(bool wake);
   // pipeline.cpp
   BatchResult run_transaction();
   void start_batch(Batch& batch);
   void finish_batch(Batch& batch, BatchResult& result);
+  void fail_batch(Batch& batch, const std::exception& e);
   bool make_durable(const Fetched& fetched);
   void abort_transaction();
 

@@ -22,6 +22,8 @@ const OptionSpec kKafkaOptions[] = {
     {"topic.template", kText,
      "topic per event: ${aggregatetype} (alias ${routedByValue}), ${type}"},
     {"timestamp", kText, "created_at (the event's time) or now (the time of sending)"},
+    cloudevents::kEnabledOption,
+    cloudevents::kSourceOption,
     // Brokers and connections.
     {"bootstrap.servers", kText, "initial brokers, host:port,... (required)"},
     {"metadata.broker.list", kText, "alias of bootstrap.servers"},
@@ -200,7 +202,9 @@ KafkaSettings kafka_settings(const Options& options) {
 
   std::string topic_template(routing::kDefaultTopicTemplate);
   std::vector<std::pair<std::string, std::string>> shown_options;
-  for (const auto& [name, value] : options) {
+  Options rest = options;
+  out.cloudevents = cloudevents::take_settings(rest);
+  for (const auto& [name, value] : rest) {
     const bool secret = table.find(name)->kind == OptionKind::kSecret;
     if (secret) out.secrets.push_back(value);
     if (name == kTopicTemplateOption) {
@@ -260,6 +264,8 @@ KafkaSettings kafka_settings(const Options& options) {
   for (const auto& [name, value] : shown_options) {
     out.description += " " + name + "=" + shown(value);
   }
+  if (out.cloudevents.enabled)
+    out.description += " cloudevents.source=" + shown(out.cloudevents.source);
   return out;
 }
 

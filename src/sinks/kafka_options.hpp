@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "sinks/cloudevents.hpp"
 #include "sinks/routing.hpp"
 #include "sinks/sink.hpp"
 
@@ -39,6 +40,7 @@ struct KafkaSettings {
   std::unique_ptr<rd_kafka_conf_t, ConfDeleter> conf;
   routing::TopicTemplate topic_template;
   bool timestamp_from_event = true;   // timestamp=created_at
+  cloudevents::Settings cloudevents;  // cloudevents, cloudevents.source
   std::string description;            // describe(): no secret and no sensitive-looking value
   std::vector<std::string> secrets;   // the kSecret values, redacted from every text
   std::size_t max_message_bytes = 0;  // the effective message.max.bytes

@@ -39,6 +39,7 @@ KafkaSink::KafkaSink(const Options& options) {
   std::unique_ptr<rd_kafka_conf_t, ConfDeleter> conf = std::move(settings.conf);
   topic_template_ = std::move(settings.topic_template);
   timestamp_from_event_ = settings.timestamp_from_event;
+  cloudevents_ = std::move(settings.cloudevents);
   description_ = std::move(settings.description);
   max_message_bytes_ = settings.max_message_bytes;
   secrets_ = std::move(settings.secrets);
@@ -378,6 +379,12 @@ void KafkaSink::queue(std::unique_lock<std::mutex>& lock, Batch& batch,
       for (const auto& [name, value] : routing::message_headers(m)) {
         rd_kafka_header_add(headers, name.data(), static_cast<ssize_t>(name.size()), value.data(),
                             static_cast<ssize_t>(value.size()));
+      }
+      if (cloudevents_.enabled) {
+        for (const auto& [name, value] : routing::cloudevents_headers(m, cloudevents_.source)) {
+          rd_kafka_header_add(headers, name.data(), static_cast<ssize_t>(name.size()), value.data(),
+                              static_cast<ssize_t>(value.size()));
+        }
       }
       err = rd_kafka_producev(
           rk_, RD_KAFKA_V_RKT(rkt),

@@ -198,6 +198,7 @@ class KafkaSink final : public Sink {
   std::unordered_map<std::string, rd_kafka_topic_t*> topics_;
   routing::TopicTemplate topic_template_;
   bool timestamp_from_event_ = true;
+  cloudevents::Settings cloudevents_;
   std::string description_;
   std::size_t max_message_bytes_ = 0;
   // The secrets among the options: redacted from every text the sink hands out. Set before

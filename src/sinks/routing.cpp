@@ -169,4 +169,13 @@ std::vector<Header> message_headers(const Message& message) {
   return out;
 }
 
+std::vector<std::pair<std::string, std::string>> cloudevents_headers(const Message& message,
+                                                                     std::string_view source) {
+  auto headers = cloudevents::attributes(message, source);
+  for (auto& [name, value] : headers) {
+    name = name == "datacontenttype" ? "content-type" : "ce_" + name;
+  }
+  return headers;
+}
+
 }  // namespace outbox::sinks::routing

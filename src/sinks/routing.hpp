@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/event_rules.hpp"
+#include "sinks/cloudevents.hpp"
 #include "sinks/sink.hpp"
 
 namespace outbox::sinks::routing {
@@ -77,5 +78,10 @@ using Header = std::pair<std::string_view, std::string_view>;
 
 // id, type, then the event's own headers. The views point into `message`.
 std::vector<Header> message_headers(const Message& message);
+
+// CloudEvents 1.0 binary mode in Kafka: each attribute as header ce_<name>, datacontenttype as
+// content-type (sinks/cloudevents.hpp). Added after message_headers().
+std::vector<std::pair<std::string, std::string>> cloudevents_headers(const Message& message,
+                                                                     std::string_view source);
 
 }  // namespace outbox::sinks::routing

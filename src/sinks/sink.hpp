@@ -1,24 +1,18 @@
-// The sink interface: where the relay hands events over to a broker. Plain C++; this
-// header includes no PostgreSQL header, so sinks are unit-tested and run under sanitizers
-// without a server.
+// The C++ side of a sink: the class the relay drives and the built-in sinks implement. Plain
+// C++; this header includes no PostgreSQL header, so sinks are unit-tested and run under
+// sanitizers without a server.
 //
-// A sink lives in its own shared library in PostgreSQL's $libdir, named
-// outbox_sink_<name>.so, which exports
-//     extern "C" const outbox::sinks::PluginV1* outbox_sink_plugin_v1(void);
-// The relay loads it by name (outbox.configure_sink('<name>', options)), so outbox.so
-// itself links no client library. The built-in sinks (null, kafka) use the same mechanism
-// as a third-party one.
+// Between the relay and a sink library there is only the C interface of
+// src/include/outbox_sink.h (installed for third-party sinks): the relay wraps a plugin's C
+// callbacks in a Sink (sinks/plugin_host.hpp), and a built-in sink exports its Sink through
+// them (sinks/plugin_export.hpp). C++ never crosses a library boundary, so a sink may be built
+// with any compiler and standard library. The rules (threads, memory, failures, order) are
+// written in outbox_sink.h; this class states them in C++ terms.
 //
-// Options: a plugin declares every option it accepts (PluginV1::options), each with a kind.
-// configure_sink and the relay refuse any other option, check the kinds and resolve files and
-// secrets (src/sinks/option_rules.hpp) before create() sees them; create() refuses undeclared
-// options again, from the same declaration. The reference is docs/sink-options.md.
-//
-// Threads and lifetime: the relay creates a sink with every signal blocked (threads the sink
-// starts inherit the mask, so PostgreSQL's handlers run on the backend's thread only) and
-// calls every method from that one thread. A sink may run threads of its own; they must be
-// joined by its destructor, and touch a batch's messages and outcomes only while the batch
-// is started (see start()). The WaitObserver is called on the relay's thread only.
+// Options: a sink declares every option it accepts, each with a kind. configure_sink and the
+// relay refuse any other option, check the kinds and resolve files and secrets
+// (src/sinks/option_rules.hpp) before create() sees them; a built-in sink's create() refuses
+// undeclared options again, from the same declaration. The reference is docs/sink-options.md.
 #pragma once
 
 #include <chrono>
@@ -30,6 +24,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "include/outbox_sink.h"
 
 namespace outbox::sinks {
 
@@ -70,25 +66,27 @@ struct Outcome {
 // Options as set with outbox.configure_sink(): a flat JSON object, values as text.
 using Options = std::vector<std::pair<std::string, std::string>>;
 
-// Bad options: the relay reports it and does not retry until the configuration changes.
+// From create(): bad options. From send(), start() or finish(): the broker's setup is wrong for
+// the whole batch (a subject no stream captures, say). No attempt is counted; the relay reports
+// it and tries again after outbox.retry_backoff_max.
 class ConfigError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
-// What an option's value is; configure_sink checks it before create() (sink ABI 4).
-enum class OptionKind {
-  kText,     // passed as given
-  kInteger,  // a whole number, optionally negative
-  kBoolean,  // true or false
+// What an option's value is (OutboxSinkOptionKind); configure_sink checks it before create().
+enum class OptionKind : std::int32_t {
+  kText = OUTBOX_OPTION_TEXT,        // passed as given
+  kInteger = OUTBOX_OPTION_INTEGER,  // a whole number, optionally negative
+  kBoolean = OUTBOX_OPTION_BOOLEAN,  // true or false
   // A file inside outbox.sink_files_directory, given relative to it (or absolute, inside it);
   // it must resolve (symbolic links followed) to a regular file there. The sink receives the
   // absolute resolved path.
-  kFile,
+  kFile = OUTBOX_OPTION_FILE,
   // Never given inline: the user gives <name>_file, a file inside that directory that is not
   // readable or writable by others (mode & 007 == 0), at most 64 KiB. The sink receives
   // <name> = its content, one trailing newline stripped. Never shown, logged or echoed.
-  kSecret,
+  kSecret = OUTBOX_OPTION_SECRET,
 };
 
 struct OptionSpec {
@@ -178,27 +176,8 @@ class Sink {
   WaitObserver* observer_ = nullptr;
 };
 
-// 2: Sink::start() and finish(). 3: Sink::stop_when() and take_log(). 4: PluginV1::options
-// (declared options with kinds, files and secrets), Sink::observe_waits() instead of
-// stop_when(), Sink::max_message_bytes(). 5: Delivery::kDeferred, and the per-key rule of
-// send(). A plugin built for another version is refused with a
-// message that says so: rebuild it against this header.
-inline constexpr int kAbiVersion = 5;
-
-struct PluginV1 {
-  int abi_version;  // kAbiVersion of the header the plugin was built with
-  const char* name;
-  // Creates a sink from resolved options (see OptionKind); throws ConfigError for bad
-  // options, std::exception otherwise.
-  std::unique_ptr<Sink> (*create)(const Options& options);
-  // Every option create() accepts; any other is refused.
-  const OptionSpec* options;
-  std::size_t option_count;
-};
+// Creates a sink from resolved options (see OptionKind); throws ConfigError for bad options,
+// std::exception otherwise. A built-in sink exports one with OUTBOX_EXPORT_SINK.
+using CreateFn = std::unique_ptr<Sink> (*)(const Options& options);
 
 }  // namespace outbox::sinks
-
-extern "C" {
-// The symbol every sink library exports.
-typedef const outbox::sinks::PluginV1* (*outbox_sink_plugin_v1_fn)(void);
-}

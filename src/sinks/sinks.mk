@@ -9,17 +9,18 @@
 #                      bench/relay (not shipped, so not part of `make`)
 
 # Sources, for the format targets (headers are covered by src/*/*.hpp there).
-SINK_SRCS = src/sinks/option_rules.cpp src/sinks/routing.cpp src/sinks/cloudevents.cpp src/sinks/null_sink.cpp \
+SINK_SRCS = src/sinks/option_rules.cpp src/sinks/routing.cpp src/sinks/cloudevents.cpp \
+	src/sinks/plugin_export.cpp src/sinks/null_sink.cpp \
 	src/sinks/null_plugin.cpp src/sinks/kafka_options.cpp src/sinks/kafka_sink.cpp \
 	src/sinks/kafka_classify.cpp src/sinks/kafka_plugin.cpp
 TOOL_SRCS = test/tools/kafka_mock.cpp
 
-SINK_HDRS = $(wildcard src/sinks/*.hpp)
+SINK_HDRS = $(wildcard src/sinks/*.hpp) src/include/outbox_sink.h
 SINK_LIBS = outbox_sink_null$(DLSUFFIX) outbox_sink_kafka$(DLSUFFIX)
 KAFKA_MOCK = test/tools/outbox_kafka_mock
 
 SINK_CXXFLAGS = -std=c++17 -O2 -g -Wall -Wextra -Werror -fno-omit-frame-pointer -I$(srcdir)/src
-# Only outbox_sink_plugin_v1 is exported; everything else stays inside the library, so two
+# Only outbox_sink_init is exported; everything else stays inside the library, so two
 # plugins (or a plugin and outbox.so) never bind to each other's symbols.
 SINK_SO_FLAGS = -fPIC -shared -fvisibility=hidden -fvisibility-inlines-hidden \
 	-Wl,--no-undefined -Wl,-z,now
@@ -30,12 +31,12 @@ sinks: $(SINK_LIBS)
 test-tools: $(KAFKA_MOCK)
 
 outbox_sink_null$(DLSUFFIX): src/sinks/null_sink.cpp src/sinks/null_plugin.cpp \
-		src/sinks/option_rules.cpp $(SINK_HDRS)
+		src/sinks/option_rules.cpp src/sinks/plugin_export.cpp $(SINK_HDRS)
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^)
 
 outbox_sink_kafka$(DLSUFFIX): src/sinks/kafka_sink.cpp src/sinks/kafka_classify.cpp \
 		src/sinks/kafka_plugin.cpp src/sinks/kafka_options.cpp src/sinks/option_rules.cpp \
-		src/sinks/routing.cpp $(SINK_HDRS)
+		src/sinks/routing.cpp src/sinks/cloudevents.cpp src/sinks/plugin_export.cpp $(SINK_HDRS)
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^) -lrdkafka
 
 $(KAFKA_MOCK): $(TOOL_SRCS)

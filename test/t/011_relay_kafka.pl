@@ -12,6 +12,8 @@ use Test::More;
 use FindBin;
 use lib $FindBin::Bin;
 use KafkaMock;
+use Consumers;
+use JSON::PP;
 use OutboxNode;
 
 plan skip_all => 'no ' . KafkaMock::binary() unless -x KafkaMock::binary();
@@ -184,6 +186,40 @@ mock('errors Produce 1 OUT_OF_ORDER_SEQUENCE_NUMBER');
 enqueue_orders(21, 'fatal');
 wait_all_published('fatal error: all published');
 check_topic('fatal error');
+
+# 6. CloudEvents 1.0 binary mode: ce_* headers and content-type, parsed by the CloudEvents
+#    SDK (test/consumers), not by our code.
+SKIP: {
+	my ($consumers, $why) = Consumers::dir();
+	skip $why, 7 unless $consumers;
+	$node->safe_psql('postgres', qq{SELECT outbox.configure_sink('kafka',
+		'{"bootstrap.servers": "$bootstrap", "cloudevents": true, "cloudevents.source": "/shop/orders"}')});
+	my %ce;
+	for my $n (1 .. 3) {
+		my $id = $node->safe_psql('postgres',
+			qq{SELECT outbox.enqueue('ce', 'c$n', 'OrderShipped', '{"n": $n}', '{"tenant": "t1"}')});
+		$ce{$id} = $node->safe_psql('postgres',
+			qq{SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') FROM outbox.events WHERE id = '$id'});
+	}
+	wait_all_published('cloudevents: published');
+	my @messages = map {
+		my $m = decode_json($_);
+		my %h = @{ $m->{headers} // [] };
+		{ binding => 'kafka', headers => \%h, key => $m->{key}, body => $m->{payload} }
+	} $mock->consume('outbox.event.ce', '');
+	my @events = Consumers::cloudevents(@messages);
+	is_deeply([ sort map { $_->{id} // $_->{error} } @events ], [ sort keys %ce ],
+		'cloudevents: the SDK reads every event, its id = the event id');
+	is_deeply([ sort map { $_->{time} } @events ], [ sort values %ce ], 'cloudevents: time = the enqueue time');
+	is_deeply([ sort map { $_->{subject} } @events ], [ 'c1', 'c2', 'c3' ], 'cloudevents: subject = the aggregateid');
+	is_deeply([ map { "$_->{specversion} $_->{type} $_->{source} $_->{datacontenttype}" } @events ],
+		[ ('1.0 OrderShipped /shop/orders application/json') x 3 ], 'cloudevents: specversion, type, source, content type');
+	is_deeply([ sort map { $_->{data}{n} } @events ], [ 1, 2, 3 ], 'cloudevents: data = the payload');
+	is($messages[0]{headers}{tenant}, 't1', "cloudevents: the event's own headers are still there");
+	my ($rc, $out, $err) = $node->psql('postgres', qq{SELECT outbox.configure_sink('kafka',
+		'{"bootstrap.servers": "$bootstrap", "cloudevents.source": "/x"}')});
+	like($err, qr/cloudevents.source: set only with cloudevents = true/, 'cloudevents: a source alone is refused');
+}
 
 # The server never restarted, and the bystander session is still there.
 is($node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()'), $started, 'the postmaster never restarted');

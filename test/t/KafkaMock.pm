@@ -35,13 +35,13 @@ sub command {
 	is($answer, 'ok', "mock: $command");
 }
 
-# Every message of a topic, formatted by kcat's -f format.
+# Every message of a topic, formatted by kcat's -f format ('': kcat's JSON envelope, -J).
 sub consume {
 	my ($self, $topic, $format) = @_;
 	my ($out, $err) = ('', '');
 	IPC::Run::run(
 		[ 'kcat', '-b', $self->{bootstrap}, '-C', '-t', $topic, '-o', 'beginning', '-e', '-q',
-		  '-f', $format ],
+		  length($format) ? ('-f', $format) : ('-J') ],
 		'>', \$out, '2>', \$err, IPC::Run::timeout(60));
 	return grep { length } split /\n/, $out;
 }
