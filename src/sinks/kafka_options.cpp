@@ -169,18 +169,6 @@ bool starts_with(std::string_view text, std::string_view prefix) {
 
 }  // namespace
 
-std::string redacted(std::string text, const std::vector<std::string>& secrets) {
-  static constexpr std::string_view kRedacted = "[redacted]";
-  for (const std::string& secret : secrets) {
-    if (secret.empty()) continue;
-    for (std::size_t at = text.find(secret); at != std::string::npos;
-         at = text.find(secret, at + kRedacted.size())) {
-      text.replace(at, secret.size(), kRedacted);
-    }
-  }
-  return text;
-}
-
 KafkaSettings kafka_settings(const Options& options) {
   const OptionTable table{kKafkaOptions, kKafkaOptionCount};
   // Before any rd_kafka_conf_set: some properties act when set (plugin.library.paths loads
@@ -206,7 +194,6 @@ KafkaSettings kafka_settings(const Options& options) {
   out.cloudevents = cloudevents::take_settings(rest);
   for (const auto& [name, value] : rest) {
     const bool secret = table.find(name)->kind == OptionKind::kSecret;
-    if (secret) out.secrets.push_back(value);
     if (name == kTopicTemplateOption) {
       topic_template = value;
       continue;
@@ -237,6 +224,7 @@ KafkaSettings kafka_settings(const Options& options) {
     }
   }
   out.topic_template = routing::TopicTemplate(topic_template);
+  out.secrets = secret_values(table, options);
 
   // Never kinit: librdkafka runs sasl.kerberos.kinit.cmd through the shell (its default
   // substitutes sasl.kerberos.principal into the command line) unless this is 0. GSSAPI then

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "sinks/cloudevents.hpp"
+#include "sinks/option_rules.hpp"
 #include "sinks/routing.hpp"
 #include "sinks/sink.hpp"
 
@@ -49,8 +50,5 @@ struct KafkaSettings {
 // From the options create() receives (resolved). Throws ConfigError; an undeclared option is
 // an OptionError. No message contains a secret.
 KafkaSettings kafka_settings(const Options& options);
-
-// `text` with every occurrence of every secret replaced by "[redacted]".
-std::string redacted(std::string text, const std::vector<std::string>& secrets);
 
 }  // namespace outbox::sinks

@@ -325,4 +325,40 @@ void check_declared(std::string_view sink, const OptionTable& table, const Optio
   }
 }
 
+std::vector<std::string> secret_values(const OptionTable& table, const Options& options) {
+  std::vector<std::string> secrets;
+  for (const auto& [name, value] : options) {
+    const OptionSpec* spec = table.find(name);
+    if (spec == nullptr || spec->kind != OptionKind::kSecret || value.empty()) continue;
+    secrets.push_back(value);
+    std::size_t at = 0;
+    while (at < value.size()) {
+      const std::size_t start = value.find_first_not_of(" \t\r\n", at);
+      if (start == std::string::npos) break;
+      std::size_t end = value.find_first_of(" \t\r\n", start);
+      if (end == std::string::npos) end = value.size();
+      if (end - start >= 8 && end - start < value.size()) {
+        secrets.push_back(value.substr(start, end - start));
+      }
+      at = end;
+    }
+  }
+  // Longest first: a word inside a longer secret must not cut that one's redaction short.
+  std::sort(secrets.begin(), secrets.end(),
+            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  return secrets;
+}
+
+std::string redacted(std::string text, const std::vector<std::string>& secrets) {
+  static constexpr std::string_view kRedacted = "[redacted]";
+  for (const std::string& secret : secrets) {
+    if (secret.empty()) continue;
+    for (std::size_t at = text.find(secret); at != std::string::npos;
+         at = text.find(secret, at + kRedacted.size())) {
+      text.replace(at, secret.size(), kRedacted);
+    }
+  }
+  return text;
+}
+
 }  // namespace outbox::sinks

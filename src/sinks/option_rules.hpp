@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "sinks/sink.hpp"
 
@@ -52,6 +53,14 @@ bool looks_sensitive(std::string_view name);
 // OptionError.
 Options resolve_options(std::string_view sink, const OptionTable& table, const Options& given,
                         const std::string& files_directory);
+
+// The values of the kSecret options among resolved `options`, for redacted(): each value, and
+// each of its whitespace-separated words of 8 bytes or more (a file may hold several secrets,
+// such as the signing keys of a rotation).
+std::vector<std::string> secret_values(const OptionTable& table, const Options& options);
+
+// `text` with every occurrence of every secret replaced by "[redacted]".
+std::string redacted(std::string text, const std::vector<std::string>& secrets);
 
 // For a sink's create(): every name declared, kInteger and kBoolean values well-formed. Kinds
 // kFile and kSecret arrive resolved and are not checked again. Throws OptionError.

@@ -56,8 +56,9 @@ struct Batch {
 
 class HostedSink final : public Sink {
  public:
-  HostedSink(const OutboxSinkCallbacks& callbacks, std::string name)
-      : callbacks_(callbacks), name_(std::move(name)) {
+  HostedSink(const OutboxSinkCallbacks& callbacks, std::string name,
+             std::vector<std::string> secrets)
+      : callbacks_(callbacks), name_(std::move(name)), secrets_(std::move(secrets)) {
     host_.size = sizeof(host_);
     host_.context = this;
     host_.keep_waiting = &HostedSink::keep_waiting_thunk;
@@ -82,7 +83,7 @@ class HostedSink final : public Sink {
       state_ = state;
       return;
     }
-    std::string message = sink_text(error, sizeof(error));
+    std::string message = shown(error, sizeof(error));
     if (message.empty()) message = "sink " + name_ + " could not be created";
     if (status == OUTBOX_SINK_CONFIG_ERROR) throw ConfigError(message);
     throw std::runtime_error(message);
@@ -129,7 +130,7 @@ class HostedSink final : public Sink {
   std::string describe() const override {
     char buffer[256] = "";
     callbacks_.describe(state_, buffer, sizeof(buffer));
-    return sink_text(buffer, sizeof(buffer));
+    return shown(buffer, sizeof(buffer));
   }
 
   std::size_t max_message_bytes() const override {
@@ -150,7 +151,8 @@ class HostedSink final : public Sink {
     if (callbacks_.take_log != nullptr) {
       struct Collector {
         std::vector<LogLine>* lines;
-      } collector{&lines};
+        const HostedSink* self;
+      } collector{&lines, this};
       call([&] {
         callbacks_.take_log(
             state_,
@@ -159,7 +161,7 @@ class HostedSink final : public Sink {
               c->lines->push_back({level < 0   ? 0
                                    : level > 7 ? 7
                                                : level,
-                                   sink_text(text, OUTBOX_SINK_ERROR_SIZE * 8)});
+                                   c->self->shown(text, OUTBOX_SINK_ERROR_SIZE * 8)});
             },
             &collector);
         return 0;
@@ -218,8 +220,14 @@ class HostedSink final : public Sink {
     batch.target = &outcomes;
   }
 
+  // A sink's text as the relay shows it: cut, cleaned, and with the values of the options it
+  // declared secret redacted, whatever the sink wrote.
+  std::string shown(const char* text, std::size_t size) const {
+    return redacted(sink_text(text, size), secrets_);
+  }
+
   [[noreturn]] void fail(int status, const char* error, std::size_t size) {
-    std::string message = sink_text(error, size);
+    std::string message = shown(error, size);
     if (status == OUTBOX_SINK_FATAL) usable_ = false;
     if (status == OUTBOX_SINK_CONFIG_ERROR) {
       throw ConfigError(message.empty() ? "sink " + name_ + ": configuration error" : message);
@@ -243,13 +251,13 @@ class HostedSink final : public Sink {
           o = {Delivery::kAcked, {}};
           break;
         case OUTBOX_DELIVERY_UNAVAILABLE:
-          o = {Delivery::kUnavailable, sink_text(c.error, sizeof(c.error))};
+          o = {Delivery::kUnavailable, shown(c.error, sizeof(c.error))};
           break;
         case OUTBOX_DELIVERY_REJECTED:
-          o = {Delivery::kRejected, sink_text(c.error, sizeof(c.error))};
+          o = {Delivery::kRejected, shown(c.error, sizeof(c.error))};
           break;
         case OUTBOX_DELIVERY_DEFERRED:
-          o = {Delivery::kDeferred, sink_text(c.error, sizeof(c.error))};
+          o = {Delivery::kDeferred, shown(c.error, sizeof(c.error))};
           break;
         default:
           o = {Delivery::kUnavailable, "sink " + name_ +
@@ -263,6 +271,7 @@ class HostedSink final : public Sink {
 
   const OutboxSinkCallbacks callbacks_;
   const std::string name_;
+  const std::vector<std::string> secrets_;
   OutboxSinkHost host_{};
   void* state_ = nullptr;
   bool usable_ = true;
@@ -327,7 +336,7 @@ PluginHost::PluginHost(const OutboxSinkCallbacks* table, std::string_view name) 
 }
 
 std::unique_ptr<Sink> PluginHost::create(const Options& resolved) const {
-  auto sink = std::make_unique<HostedSink>(callbacks_, name_);
+  auto sink = std::make_unique<HostedSink>(callbacks_, name_, secret_values(options(), resolved));
   sink->create(resolved);
   return sink;
 }

@@ -23,13 +23,17 @@ struct Behaviour {
   bool unterminated_error = false;  // fills the error buffer without a NUL
   int destroyed = 0;
   int waits_seen = -1;
+  std::string password;  // what create() was given, echoed everywhere by a careless sink
 };
 Behaviour behaviour;
 const OutboxSinkHost* the_host = nullptr;
 
-int test_create(const OutboxSinkOption*, size_t, const OutboxSinkHost* host, void** state,
-                char* error, size_t error_size) {
+int test_create(const OutboxSinkOption* options, size_t count, const OutboxSinkHost* host,
+                void** state, char* error, size_t error_size) {
   the_host = host;
+  for (size_t i = 0; i < count; ++i) {
+    if (std::strcmp(options[i].name, "password") == 0) behaviour.password = options[i].value;
+  }
   if (behaviour.create_status != OUTBOX_SINK_OK) {
     std::snprintf(error, error_size, "no such thing: %s", "option x");
     return behaviour.create_status;
@@ -48,19 +52,23 @@ int test_start(void*, const OutboxSinkMessage* messages, OutboxSinkOutcome* outc
     if (behaviour.unterminated_error) {
       std::memset(error, 'x', error_size);
     } else {
-      std::snprintf(error, error_size, "broker said no\n(second line)");
+      std::snprintf(error, error_size, "broker said no\n(second line)%s",
+                    behaviour.password.c_str());
     }
     return behaviour.start_status;
   }
   for (size_t i = 0; i < count; ++i) {
     if (behaviour.leave_outcome && i + 1 == count) break;
     outcomes[i].delivery = behaviour.delivery;
-    std::snprintf(outcomes[i].error, sizeof(outcomes[i].error), "%.*s",
-                  static_cast<int>(messages[i].id.len), messages[i].id.data);
+    std::snprintf(outcomes[i].error, sizeof(outcomes[i].error), "%.*s%s",
+                  static_cast<int>(messages[i].id.len), messages[i].id.data,
+                  behaviour.password.c_str());
   }
   return OUTBOX_SINK_OK;
 }
-void test_describe(void*, char* buffer, size_t size) { std::snprintf(buffer, size, "test sink"); }
+void test_describe(void*, char* buffer, size_t size) {
+  std::snprintf(buffer, size, "test sink%s", behaviour.password.c_str());
+}
 
 const OutboxSinkOptionSpec kSpecs[] = {{"servers", OUTBOX_OPTION_TEXT, "where"},
                                        {"password", OUTBOX_OPTION_SECRET, "secret"}};
@@ -246,6 +254,29 @@ TEST_F(PluginHostTest, KeepWaitingFromAnotherThreadIsRefused) {
   EXPECT_NE(lines[0].text.find("keep_waiting()"), std::string::npos);
   // From the thread inside start(), it answers.
   EXPECT_EQ(out[0].delivery, Delivery::kAcked);
+}
+
+// The values of options declared secret never leave the host, whatever the sink writes: its
+// description, errors and outcomes are redacted, each key of a rotation file too.
+TEST_F(PluginHostTest, DeclaredSecretsAreRedacted) {
+  OutboxSinkCallbacks t = good_table();
+  PluginHost host(&t, "test");
+  auto sink = host.create({{"password", "whsec_first-key-1234 whsec_second-key-5678"}});
+  EXPECT_EQ(sink->describe(), "test sink[redacted]");
+  Message m;
+  m.id = "e1";
+  std::vector<Outcome> out(1);
+  behaviour.delivery = OUTBOX_DELIVERY_REJECTED;
+  behaviour.password = " whsec_second-key-5678";
+  sink->send({m}, out, 1s);
+  EXPECT_EQ(out[0].error, "e1 [redacted]");
+  behaviour.start_status = OUTBOX_SINK_UNAVAILABLE;
+  try {
+    sink->send({m}, out, 1s);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "broker said no (second line) [redacted]");
+  }
 }
 
 }  // namespace
