@@ -93,6 +93,8 @@ UrlTemplate::UrlTemplate(const std::string& text) {
   } else {
     shown_ = text;
   }
+  // curl reads "http:///x" as host "x": refuse an empty authority here.
+  if (path == authority || at_sign + 1 == path) throw ConfigError("url: has no host");
 
   std::string literal;
   for (std::size_t i = 0; i < text.size();) {
