@@ -212,8 +212,8 @@ TEST(HttpSink, HeadersAndSignature) {
   TestServer server;
   const std::string key = "0123456789abcdef0123";
   HttpSink sink(Options{{"url", server.url()},
-                 {"secret", "whsec_" + webhook::base64_encode(key) + " whsec_" +
-                                webhook::base64_encode("second")}});
+                        {"secret", "whsec_" + webhook::base64_encode(key) + " whsec_" +
+                                       webhook::base64_encode("second")}});
   Batch b;
   b.add("k", 1);
   b.build();
@@ -251,7 +251,8 @@ TEST(HttpSink, NoSecretNoSignature) {
 
 TEST(HttpSink, CloudEventsBinaryMode) {
   TestServer server;
-  HttpSink sink(Options{{"url", server.url()}, {"cloudevents", "true"}, {"cloudevents.source", "/shop"}});
+  HttpSink sink(
+      Options{{"url", server.url()}, {"cloudevents", "true"}, {"cloudevents.source", "/shop"}});
   ASSERT_EQ(one(sink, "k").delivery, Delivery::kAcked);
   const Received r = server.requests()[0];
   EXPECT_EQ(r.header("ce-specversion"), "1.0");
