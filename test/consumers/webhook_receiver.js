@@ -3,7 +3,8 @@
 // raw body) and, when it carries ce-* headers, read with the CloudEvents SDK
 // (HTTP.toEvent). Appends one JSON line per request to --log:
 //   {webhook_id, verified, verified_each, method, url, headers, body, status_returned,
-//    cloudevent, received_ms}
+//    cloudevent, received_ms, remote_port}
+// (remote_port tells the client's connections apart: keep-alive reuse shows as few ports).
 //
 //   node webhook_receiver.js --log FILE --port-file FILE [--port N] [--secret whsec_...]...
 //                            [--cert PEM --key PEM] [--control FILE]
@@ -109,6 +110,7 @@ function handle(req, res) {
         webhook_id: id, verified: verifiedEach.length > 0 && verifiedEach[0],
         verified_each: verifiedEach, method: req.method, url: req.url, headers, body,
         status_returned: status, cloudevent, received_ms: Date.now(),
+        remote_port: req.socket.remotePort,
       }) + '\n');
       res.writeHead(status, out);
       res.end(status >= 400 ? `status ${status} from the test receiver\n` : '');

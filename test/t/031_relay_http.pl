@@ -46,6 +46,7 @@ my $files = "$work/sink_files";
 mkdir $files, 0750 or die "mkdir $files: $!";
 my $key_bytes = join('', map { chr(int(rand(256))) } 1 .. 32);
 my $secret = 'whsec_' . encode_base64($key_bytes, '');
+my $next_secret = 'whsec_' . encode_base64(join('', map { chr(int(rand(256))) } 1 .. 32), '');
 sub write_file {
 	my ($path, $content, $mode) = @_;
 	open my $fh, '>', $path or die "$path: $!";
@@ -54,6 +55,8 @@ sub write_file {
 	chmod $mode, $path;
 }
 write_file("$files/webhook.secret", "$secret\n", 0600);
+# A rotation: the new secret beside the old one.
+write_file("$files/rotation.secret", "$next_secret\n$secret\n", 0600);
 ($ok, $out, $err) = run_in([ 'openssl', 'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2',
 	'-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1',
 	'-keyout', "$work/receiver.key", '-out', "$work/receiver.crt" ]);
@@ -69,7 +72,7 @@ sub start_receiver {
 	my (%opt) = @_;
 	my $port_file = "$work/port." . ++$starts;
 	my @cmd = ('node', "$work/consumers/webhook_receiver.js", '--log', $log, '--port-file', $port_file,
-		'--control', $control, '--secret', $secret, '--port', $opt{port} // 0);
+		'--control', $control, '--secret', $secret, '--secret', $next_secret, '--port', $opt{port} // 0);
 	push @cmd, '--cert', "$work/receiver.crt", '--key', "$work/receiver.key" if $opt{tls};
 	my $h = IPC::Run::start(\@cmd, '>>', "$work/receiver.out", '2>>', "$work/receiver.err");
 	my $deadline = time + $PostgreSQL::Test::Utils::timeout_default;
@@ -169,6 +172,9 @@ wait_all_done('plain: all published');
 check_received('plain');
 is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE published_at IS NOT NULL}),
 	[ sort keys %enqueued ], 'plain: every enqueued id was published');
+my %connections = map { $_->{remote_port} => 1 } @{ received() };
+cmp_ok(scalar(keys %connections), '<=', 8,
+	'plain: 60 requests over at most max_concurrency (8) kept-alive connections');
 
 # 2. The receiver is down, then back on the same port: nothing lost, no attempt burned.
 stop_receiver($receiver);
@@ -257,6 +263,18 @@ is(substr($ce->{cloudevent}{time} // '', 0, 23), $expected_time, 'cloudevents: t
 ok($ce->{verified}, 'cloudevents: signed too');
 check_received('cloudevents');
 
+# 9. A rotation: the secret file holds the new and the old secret; each request carries a
+#    signature of each, and a receiver that knows either one accepts it.
+configure($url, secret_file => 'rotation.secret');
+my $rotated = enqueue('k4', 'rotation');
+wait_all_done('rotation: published');
+my ($r) = grep { $_->{webhook_id} eq $rotated } @{ received() };
+is_deeply($r->{verified_each}, [ JSON::PP::true, JSON::PP::true ], 'rotation: verified with the old and with the new secret');
+is(scalar(split / /, $r->{headers}{'webhook-signature'}), 2, 'rotation: two signatures');
+my ($plain_one) = @{ received() };
+is_deeply($plain_one->{verified_each}, [ JSON::PP::true, JSON::PP::false ], 'before the rotation: signed with the old secret only');
+check_received('rotation');
+
 # The secret never shows.
 my %channels;
 $channels{'pg_stat_activity (pg_monitor)'} = $node->safe_psql('postgres',
@@ -267,12 +285,12 @@ $channels{'outbox.sink_config'} = $node->safe_psql('postgres',
 	q{SELECT string_agg(c::text, E'\n') FROM outbox.sink_config c});
 $channels{'events.last_error'} = $node->safe_psql('postgres',
 	q{SELECT string_agg(coalesce(last_error, ''), E'\n') FROM outbox.events});
-like($channels{'outbox.sink_config'}, qr/webhook\.secret/, 'sink_config names the secret file');
+like($channels{'outbox.sink_config'}, qr/rotation\.secret/, 'sink_config names the secret file');
 $node->stop;
 $channels{'server log'} = slurp_file($node->logfile);
-my $secret_b64 = substr($secret, 6);
 for my $channel (sort keys %channels) {
-	unlike($channels{$channel}, qr/\Q$secret_b64\E/, "no secret in $channel");
+	unlike($channels{$channel}, qr/\Q@{[ substr($secret, 6) ]}\E|\Q@{[ substr($next_secret, 6) ]}\E/,
+		"no secret in $channel");
 }
 
 stop_receiver($tls_receiver);
