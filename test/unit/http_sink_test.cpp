@@ -2,11 +2,16 @@
 // an event, Retry-After, redirects, per-key order and deferral, the request's headers and
 // signature, connection reuse, time limits and the relay's observer.
 #include <gtest/gtest.h>
+#include <dirent.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "http_test_server.hpp"
 #include "sinks/http_sink.hpp"
@@ -325,6 +330,45 @@ TEST(HttpSink, SignalMaskIsRestored) {
   pthread_sigmask(SIG_SETMASK, nullptr, &after);
   for (int sig = 1; sig < NSIG; ++sig) {
     EXPECT_EQ(sigismember(&before, sig), sigismember(&after, sig)) << sig;
+  }
+}
+
+// While send() waits for a name lookup, every other thread of the process (curl's resolver
+// thread) must have the signals PostgreSQL handles blocked. A thread samples every thread's
+// mask each 200 us (without the sink's blocking, the resolver thread shows mask 0). Skipped
+// when no resolver thread was seen.
+TEST(HttpSink, ResolverThreadsStartWithSignalsBlocked) {
+  HttpSink sink(Options{{"url", "http://outbox-test.invalid/"}, {"timeout.ms", "2000"}});
+  std::atomic<bool> stop{false};
+  std::vector<unsigned long long> masks;
+  const std::string sender = std::to_string(gettid());
+  std::thread sampler([&] {
+    const std::string self = std::to_string(gettid());
+    while (!stop) {
+      DIR* dir = opendir("/proc/self/task");
+      if (dir == nullptr) return;
+      while (dirent* entry = readdir(dir)) {
+        const std::string tid = entry->d_name;
+        if (tid == "." || tid == ".." || tid == self || tid == sender) continue;
+        std::ifstream status("/proc/self/task/" + tid + "/status");
+        for (std::string line; std::getline(status, line);) {
+          if (line.rfind("SigBlk:", 0) == 0)
+            masks.push_back(std::stoull(line.substr(7), nullptr, 16));
+        }
+      }
+      closedir(dir);
+      usleep(200);
+    }
+  });
+  EXPECT_EQ(one(sink, "k").delivery, Delivery::kUnavailable);
+  stop = true;
+  sampler.join();
+  if (masks.empty()) GTEST_SKIP() << "the lookup ended before a thread was seen";
+  for (unsigned long long mask : masks) {
+    for (int sig : {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGCHLD}) {
+      EXPECT_TRUE(mask & (1ULL << (sig - 1)))
+          << "signal " << sig << " not blocked: " << std::hex << mask;
+    }
   }
 }
 
