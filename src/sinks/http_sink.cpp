@@ -125,9 +125,10 @@ HttpSink::~HttpSink() {
 std::string HttpSink::clean(std::string text) const {
   const std::string& userinfo = settings_.url.userinfo();
   if (userinfo.empty()) return text;
+  static constexpr std::string_view kRedacted = "[redacted]";
   for (std::size_t at = text.find(userinfo); at != std::string::npos;
-       at = text.find(userinfo, at)) {
-    text.replace(at, userinfo.size(), "[redacted]");
+       at = text.find(userinfo, at + kRedacted.size())) {
+    text.replace(at, userinfo.size(), kRedacted);
   }
   return text;
 }
@@ -146,7 +147,8 @@ std::string HttpSink::excerpt(const std::string& body) {
 Delivery HttpSink::classify(CURLcode code, long status) {
   if (code != CURLE_OK) {
     // A URL curl refuses fails the same way every time: the message is at fault.
-    return code == CURLE_URL_MALFORMAT || code == CURLE_UNSUPPORTED_PROTOCOL
+    return code == CURLE_URL_MALFORMAT || code == CURLE_UNSUPPORTED_PROTOCOL ||
+                   code == CURLE_TOO_MANY_REDIRECTS
                ? Delivery::kRejected
                : Delivery::kUnavailable;
   }
@@ -245,10 +247,11 @@ Outcome HttpSink::outcome_of(Request& r, CURLcode code) {
     curl_easy_getinfo(r.easy, CURLINFO_REDIRECT_URL, &location);
     error += ", a redirect to " +
              (location != nullptr ? excerpt(clean(location)) : std::string("(no Location)")) +
-             ", not followed (follow_redirects is false)";
-  } else if (!r.body.empty()) {
-    error += ": " + excerpt(r.body);
+             (settings_.follow_redirects ? ", not followed"
+                                         : ", not followed (follow_redirects is false)");
   }
+  // The receiver's own words, for 4xx and 5xx alike (not for a redirect: its body is noise).
+  if (!r.body.empty() && (status < 300 || status >= 400)) error += ": " + excerpt(r.body);
   return {delivery, error};
 }
 

@@ -78,6 +78,8 @@ TEST(HttpOptions, DescribeShowsNoUserinfoAndNoSecret) {
 
 TEST(HttpOptions, Classify) {
   EXPECT_EQ(HttpSink::classify(CURLE_OK, 200), Delivery::kAcked);
+  EXPECT_EQ(HttpSink::classify(CURLE_TOO_MANY_REDIRECTS, 0), Delivery::kRejected);
+  EXPECT_EQ(HttpSink::classify(CURLE_UNSUPPORTED_PROTOCOL, 0), Delivery::kRejected);
   EXPECT_EQ(HttpSink::classify(CURLE_OK, 204), Delivery::kAcked);
   for (long status : {408L, 429L, 500L, 502L, 503L, 504L}) {
     EXPECT_EQ(HttpSink::classify(CURLE_OK, status), Delivery::kUnavailable) << status;

@@ -285,6 +285,29 @@ TEST(HttpSink, ConnectionsAreReusedAcrossBatches) {
   EXPECT_LE(server.connections(), 2);
 }
 
+TEST(HttpSink, UserinfoNeverShows) {
+  // "a" also occurs in "[redacted]": the redaction must not loop.
+  HttpSink sink(Options{{"url", "http://a@127.0.0.1:1/"}});
+  const Outcome o = one(sink, "k");
+  EXPECT_EQ(o.delivery, Delivery::kUnavailable);
+  EXPECT_EQ(sink.describe().find("a@"), std::string::npos) << sink.describe();
+}
+
+TEST(HttpSink, ServerErrorBodyAndRedirectToAProtocolNotAllowed) {
+  TestServer server([](const Received& r) {
+    if (r.header("outbox-aggregateid") == "ftp") {
+      return Reply{302, {{"Location", "ftp://127.0.0.1/x"}}, "", 0ms};
+    }
+    return Reply{500, {}, "database\tdown", 0ms};
+  });
+  HttpSink sink(Options{{"url", server.url()}, {"follow_redirects", "true"}});
+  EXPECT_EQ(one(sink, "k").error, "http: the receiver answered 500: database down");
+  // curl may follow http(s) only (CURLOPT_REDIR_PROTOCOLS_STR): the event is rejected.
+  const Outcome o = one(sink, "ftp");
+  EXPECT_EQ(o.delivery, Delivery::kRejected) << o.error;
+  EXPECT_EQ(server.requests().size(), 2u);
+}
+
 TEST(HttpSink, RefusedConnectionAndTimeout) {
   HttpSink refused(Options{{"url", "http://127.0.0.1:1/"}});
   const Outcome o = one(refused, "k");
