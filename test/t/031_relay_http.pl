@@ -121,6 +121,26 @@ is($description,
 	"http url=$url timeout.ms=3000 max_concurrency=8 signed (1 secret)",
 	'configured: the description names no secret');
 
+# Bad options are refused by configure_sink, saying why, and never echo a secret.
+write_file("$files/bad.secret", "not-a-whsec-secret-XYZZY\n", 0600);
+for my $case (
+	[ { url => 'ftp://127.0.0.1/x' }, qr/url: must start with http:\/\/ or https:\/\// ],
+	[ { url => 'http://${aggregatetype}.example/' }, qr/placeholders are allowed in the path and query only/ ],
+	[ { url => 'http://127.0.0.1/${nope}' }, qr/unknown placeholder \$\{nope\}/ ],
+	[ { url => $url, secret_file => 'bad.secret' }, qr/the 1st secret in the file does not start with whsec_/ ],
+	[ { url => $url, 'max_concurrency' => '0' }, qr/max_concurrency must be between 1 and 256/ ],
+	[ { url => $url, 'proxy' => 'http://x' }, qr/sink "http" has no option "proxy"/ ])
+{
+	my ($options, $why) = @$case;
+	my $json = encode_json($options);
+	my ($rc, $stdout, $stderr) = $node->psql('postgres', "SELECT outbox.configure_sink('http', '$json')");
+	isnt($rc, 0, "refused: $json");
+	like($stderr, $why, '... saying why');
+	unlike($stderr, qr/XYZZY/, '... without the secret');
+}
+my $config = $node->safe_psql('postgres', q{SELECT c::text FROM outbox.sink_config c});
+ok($config =~ /webhook\.secret/ && $config !~ /bad\.secret|proxy|nope/, 'the configuration in force is unchanged');
+
 my %enqueued;    # id -> [key, n]
 my %per_key;
 sub enqueue {
