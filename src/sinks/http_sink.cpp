@@ -333,9 +333,13 @@ void HttpSink::send(const std::vector<Message>& messages, std::vector<Outcome>& 
     if (active.empty() && ready.empty()) break;
 
     int running = 0;
+    CURLMcode rc;
     {
       SignalsBlocked blocked;
-      curl_multi_perform(multi_, &running);
+      rc = curl_multi_perform(multi_, &running);
+    }
+    if (rc != CURLM_OK) {
+      throw std::runtime_error(std::string("http sink: ") + curl_multi_strerror(rc));
     }
     int left = 0;
     while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
@@ -352,8 +356,10 @@ void HttpSink::send(const std::vector<Message>& messages, std::vector<Outcome>& 
       active.erase(it);
       settle(i, std::move(outcome));
     }
-    if (active.empty()) continue;
+    if (active.empty() && ready.empty()) break;
 
+    // Also when nothing is in flight: a key's chain of quick answers must not outlast the
+    // deadline either.
     std::string stopped;
     if (!keep_waiting(last_error)) {
       stopped = "not acknowledged: the relay stopped waiting";
@@ -373,6 +379,7 @@ void HttpSink::send(const std::vector<Message>& messages, std::vector<Outcome>& 
       }
       break;
     }
+    if (active.empty()) continue;  // start the next ones at once
     const auto until_deadline =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     const int wait_ms = static_cast<int>(std::clamp<long long>(until_deadline, 1, 100));
