@@ -154,7 +154,7 @@ TEST(HttpSink, PerKeyOrderAndDeferral) {
   TestServer server([](const Received& r) {
     Reply reply;
     if (r.header("webhook-id") == "a-2") reply.status = 410;
-    if (r.header("webhook-id") == "b-1") reply.delay = 200ms;
+    if (r.header("webhook-id") == "b-1") reply.delay = 500ms;
     return reply;
   });
   HttpSink sink(Options{{"url", server.url("/${aggregatetype}/${aggregateid}")}});
