@@ -125,4 +125,21 @@ TEST(SinkPlugin, Kafka) {
   EXPECT_EQ(sink->max_message_bytes(), 1000000u);  // librdkafka's message.max.bytes
 }
 
+TEST(SinkPlugin, Http) {
+  Library lib("http");
+  ASSERT_NE(lib.get(), nullptr) << lib.error();
+  EXPECT_STREQ(lib.table()->name, "http");
+  try {
+    lib.get()->create({{"url", "gopher://x/"}});
+    FAIL() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "url: must start with http:// or https://");
+  }
+  EXPECT_THROW(lib.get()->create({{"url", "http://x/"}, {"no.such.thing", "1"}}), ConfigError);
+  auto sink = lib.get()->create({{"url", "http://127.0.0.1:1/${aggregatetype}"}});
+  EXPECT_EQ(sink->describe(),
+            "http url=http://127.0.0.1:1/${aggregatetype} timeout.ms=10000 max_concurrency=8 "
+            "unsigned");
+}
+
 }  // namespace

@@ -1,0 +1,71 @@
+// The HTTP webhook sink's options (kHttpOptions; the reference is docs/sink-options.md) and
+// its URL template.
+//
+// URL template: an http:// or https:// URL with placeholders ${aggregatetype}, ${type} and
+// ${aggregateid} in its path or query, each value percent-encoded (every byte but
+// A-Z a-z 0-9 - . _ ~). Placeholders are refused in the scheme and the authority, so the
+// events' data can never choose the host an event goes to. Any other ${...}, an unterminated
+// "${", another scheme, or a URL curl cannot parse is a ConfigError at create.
+//
+// Userinfo (https://user:password@host/) is accepted but never shown: describe() and every
+// error show the URL without it.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "sinks/cloudevents.hpp"
+#include "sinks/sink.hpp"
+
+namespace outbox::sinks {
+
+extern const OptionSpec kHttpOptions[];
+extern const std::size_t kHttpOptionCount;
+
+class UrlTemplate {
+ public:
+  // Throws ConfigError (message starts with "url: ").
+  explicit UrlTemplate(const std::string& text);
+  UrlTemplate() = default;
+
+  std::string render(const Message& message) const;
+  // The template without its userinfo: what describe() and errors show.
+  const std::string& shown() const { return shown_; }
+  // The userinfo ("user:password"), empty if none: redacted from every error text.
+  const std::string& userinfo() const { return userinfo_; }
+
+ private:
+  enum class Kind { kLiteral, kAggregateType, kType, kAggregateId };
+  struct Part {
+    Kind kind;
+    std::string literal;
+  };
+  std::vector<Part> parts_;
+  std::string shown_;
+  std::string userinfo_;
+};
+
+// Every byte but the unreserved ones (RFC 3986) as %XX.
+std::string percent_encoded(std::string_view text);
+
+struct HttpSettings {
+  UrlTemplate url;
+  std::vector<std::string> keys;  // HMAC keys, decoded from the whsec_ secrets; empty: unsigned
+  long timeout_ms = 10000;
+  long max_concurrency = 8;
+  bool tls_verify = true;
+  std::string ca_file;  // empty: the system's CAs
+  bool follow_redirects = false;
+  cloudevents::Settings cloudevents;
+  std::string description;  // describe(): no userinfo, no secret
+};
+
+inline constexpr long kMaxConcurrency = 256;
+inline constexpr long kMaxTimeoutMs = 10 * 60 * 1000;
+
+// From the options create() receives (resolved). Throws ConfigError; an undeclared option is
+// an OptionError. No message contains a secret or the URL's userinfo.
+HttpSettings http_settings(const Options& options);
+
+}  // namespace outbox::sinks

@@ -1,0 +1,100 @@
+// The HTTP sink's options: the URL template (placeholders, percent-encoding, refusals, no
+// userinfo shown), the secret, the ranges, and describe().
+#include <gtest/gtest.h>
+
+#include "sinks/http_options.hpp"
+#include "sinks/http_sink.hpp"
+#include "sinks/option_rules.hpp"
+
+namespace {
+
+using namespace outbox::sinks;
+
+std::string error_of(const Options& options) {
+  try {
+    http_settings(options);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST(HttpOptions, UrlTemplateRendersPercentEncodedValues) {
+  const UrlTemplate t("https://hooks.example/in/${aggregatetype}/${aggregateid}?t=${type}");
+  Message m;
+  m.aggregatetype = "order";
+  m.aggregateid = "a b/c?d&é";
+  m.type = "Order.Created";
+  EXPECT_EQ(t.render(m), "https://hooks.example/in/order/a%20b%2Fc%3Fd%26%C3%A9?t=Order.Created");
+  EXPECT_EQ(percent_encoded("AZaz09-._~%${}"), "AZaz09-._~%25%24%7B%7D");
+}
+
+TEST(HttpOptions, UrlTemplateRefusals) {
+  EXPECT_EQ(error_of({}), "http sink: url is required");
+  EXPECT_EQ(error_of({{"url", "ftp://x/"}}), "url: must start with http:// or https://");
+  EXPECT_EQ(error_of({{"url", "file:///etc/passwd"}}), "url: must start with http:// or https://");
+  EXPECT_EQ(error_of({{"url", "http://${aggregatetype}.example/"}}),
+            "url: placeholders are allowed in the path and query only, not the host");
+  EXPECT_EQ(error_of({{"url", "http://x/${nope}"}}),
+            "url: unknown placeholder ${nope} (known: ${aggregatetype}, ${type}, ${aggregateid})");
+  EXPECT_EQ(error_of({{"url", "http://x/${type"}}), "url: unterminated \"${\" in the template");
+  EXPECT_EQ(error_of({{"url", "http:///path"}}), "url: has no host");
+  EXPECT_EQ(error_of({{"url", "http://user@/path"}}), "url: has no host");
+  EXPECT_EQ(error_of({{"url", "http://a b/"}}).substr(0, 22), "url: not a valid URL (");
+  EXPECT_EQ(error_of({{"url", "HTTPS://x/"}}), "(accepted)");
+}
+
+TEST(HttpOptions, OtherOptions) {
+  const std::string url = "http://127.0.0.1:1/";
+  EXPECT_EQ(error_of({{"url", url}, {"timeout.ms", "0"}}),
+            "http sink: timeout.ms must be between 1 and 600000, not 0");
+  EXPECT_EQ(error_of({{"url", url}, {"max_concurrency", "1000"}}),
+            "http sink: max_concurrency must be between 1 and 256, not 1000");
+  EXPECT_EQ(error_of({{"url", url}, {"tls.verify", "yes"}}),
+            "sink \"http\": option \"tls.verify\" must be true or false (\"yes\")");
+  EXPECT_EQ(error_of({{"url", url}, {"proxy", "x"}}), "sink \"http\" has no option \"proxy\"");
+  EXPECT_EQ(error_of({{"url", url}, {"cloudevents.source", "/x"}}),
+            "cloudevents.source: set only with cloudevents = true");
+  EXPECT_EQ(error_of({{"url", url}, {"secret", "topsecret"}}).find("topsecret"), std::string::npos);
+}
+
+TEST(HttpOptions, DescribeShowsNoUserinfoAndNoSecret) {
+  const HttpSettings s =
+      http_settings({{"url", "https://user:pa55word@hooks.example/${aggregatetype}"},
+                     {"secret", "whsec_c2VjcmV0IGtleQ== whsec_b3RoZXI="},
+                     {"max_concurrency", "3"},
+                     {"tls.verify", "false"},
+                     {"cloudevents", "true"}});
+  EXPECT_EQ(s.description,
+            "http url=https://hooks.example/${aggregatetype} timeout.ms=10000 max_concurrency=3 "
+            "tls.verify=false signed (2 secrets) cloudevents source=/outbox");
+  EXPECT_EQ(s.url.userinfo(), "user:pa55word");
+  ASSERT_EQ(s.keys.size(), 2u);
+  EXPECT_EQ(s.keys[0], "secret key");
+  HttpSink sink(Options{{"url", "http://127.0.0.1:1/"}});
+  EXPECT_EQ(sink.describe(),
+            "http url=http://127.0.0.1:1/ timeout.ms=10000 max_concurrency=8 unsigned");
+}
+
+TEST(HttpOptions, Classify) {
+  EXPECT_EQ(HttpSink::classify(CURLE_OK, 200), Delivery::kAcked);
+  EXPECT_EQ(HttpSink::classify(CURLE_TOO_MANY_REDIRECTS, 0), Delivery::kRejected);
+  EXPECT_EQ(HttpSink::classify(CURLE_UNSUPPORTED_PROTOCOL, 0), Delivery::kRejected);
+  EXPECT_EQ(HttpSink::classify(CURLE_OK, 204), Delivery::kAcked);
+  for (long status : {408L, 429L, 500L, 502L, 503L, 504L}) {
+    EXPECT_EQ(HttpSink::classify(CURLE_OK, status), Delivery::kUnavailable) << status;
+  }
+  for (long status : {301L, 302L, 400L, 401L, 404L, 410L, 413L, 422L}) {
+    EXPECT_EQ(HttpSink::classify(CURLE_OK, status), Delivery::kRejected) << status;
+  }
+  for (CURLcode code :
+       {CURLE_OPERATION_TIMEDOUT, CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST,
+        CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CONNECT_ERROR, CURLE_GOT_NOTHING}) {
+    EXPECT_EQ(HttpSink::classify(code, 0), Delivery::kUnavailable) << code;
+  }
+  EXPECT_EQ(HttpSink::excerpt(std::string("a\nb\x01\xc3\xa9") + std::string(300, 'x')).size(),
+            200u);
+  EXPECT_EQ(HttpSink::excerpt("a\nb\x01\xc3\xa9"), "a b   ");
+}
+
+}  // namespace
