@@ -110,8 +110,8 @@ std::unique_ptr<sinks::Sink> create_sink(const char* function, const std::string
     const char* why = dlerror();
     throw Error(sqlstate::kInvalidParameterValue,
                 std::string(function) + ": no sink named \"" + name + "\"", why ? why : library,
-                "Built-in sinks are null and kafka. A third-party sink is a library "
-                "outbox_sink_<name>.so in PostgreSQL's $libdir.");
+                "Built-in sinks are null, kafka, http and nats. A third-party sink is a "
+                "library outbox_sink_<name>.so in PostgreSQL's $libdir.");
   }
   auto init = reinterpret_cast<OutboxSinkInitFn>(dlsym(handle, OUTBOX_SINK_INIT_SYMBOL));
   if (init == nullptr) {

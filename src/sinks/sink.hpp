@@ -116,7 +116,7 @@ class Sink {
   // Messages with the same key are delivered in the order given. Per-message failures go
   // into outcomes; an exception means the whole batch failed as kUnavailable.
   //
-  // Per-key order (sink ABI 5): the key is (aggregatetype, aggregateid). Once a message is
+  // Per-key order: the key is (aggregatetype, aggregateid). Once a message is
   // known not to be delivered (rejected, or unavailable), no later message of its key in the
   // batch, or in a batch started after it while it is unfinished, may be delivered: the sink
   // reports those kDeferred (or kUnavailable) instead. A message that fails after it was
