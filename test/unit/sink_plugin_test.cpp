@@ -93,4 +93,26 @@ TEST(SinkPlugin, Kafka) {
   EXPECT_EQ(sink->max_message_bytes(), 1000000u);  // librdkafka's message.max.bytes
 }
 
+// Only refused options: a created NATS sink would leave cnats callbacks into the library,
+// which the Plugin closes at the end of the test.
+TEST(SinkPlugin, Nats) {
+  Plugin lib("nats");
+  ASSERT_NE(lib.get(), nullptr) << lib.error();
+  EXPECT_EQ(lib.get()->abi_version, kAbiVersion);
+  EXPECT_STREQ(lib.get()->name, "nats");
+  try {
+    lib.get()->create({{"subject.template", "x"}});
+    FAIL() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("servers is required"), std::string::npos);
+  }
+  try {
+    lib.get()->create({{"servers", "nats://127.0.0.1:1"}, {"no.such.thing", "1"}});
+    FAIL() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "sink \"nats\" has no option \"no.such.thing\"");
+  }
+  EXPECT_EQ(lib.get()->option_count, 11u);
+}
+
 }  // namespace
