@@ -62,6 +62,10 @@
 // connection and the options. cnats' library-wide state stays until nats_Close() (the unit
 // tests call nats_CloseAndWait() at exit).
 //
+// cnats' nats_Open (on first use, in the constructor) sets SIGPIPE to SIG_IGN for the process
+// (PostgreSQL's backends and background workers ignore it already) and calls srand()
+// (PostgreSQL does not use rand()).
+//
 // Logs: connection events (connected, disconnected, reconnected, closed) and cnats' async
 // errors are kept for take_log(), at most kMaxLogLines between two calls; nothing goes to
 // stderr.
@@ -76,6 +80,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "sinks/nats_options.hpp"
@@ -116,6 +121,11 @@ class NatsSink final : public Sink {
   static void on_reconnected(natsConnection* nc, void* closure);
   static void on_closed(natsConnection* nc, void* closure);
 
+  // The live sinks: a callback uses its sink only while it is registered, with the lock held.
+  static std::mutex& registry_mu();
+  static std::unordered_set<const void*>& registry();
+
+  // In nats_events.cpp.
   void acked(natsMsg* msg, const jsPubAck* pa, const jsPubAckErr* pae) noexcept;
   void connection_event(int level, const char* what, bool up) noexcept;
   void log(int level, std::string text) noexcept;

@@ -13,7 +13,8 @@
 SINK_SRCS = src/sinks/option_rules.cpp src/sinks/routing.cpp src/sinks/cloudevents.cpp src/sinks/null_sink.cpp \
 	src/sinks/null_plugin.cpp src/sinks/kafka_options.cpp src/sinks/kafka_sink.cpp \
 	src/sinks/kafka_classify.cpp src/sinks/kafka_plugin.cpp src/sinks/nats_subject.cpp \
-	src/sinks/nats_options.cpp src/sinks/nats_sink.cpp src/sinks/nats_plugin.cpp
+	src/sinks/nats_options.cpp src/sinks/nats_sink.cpp src/sinks/nats_events.cpp \
+	src/sinks/nats_plugin.cpp
 TOOL_SRCS = test/tools/kafka_mock.cpp
 
 SINK_HDRS = $(wildcard src/sinks/*.hpp)
@@ -41,7 +42,7 @@ outbox_sink_kafka$(DLSUFFIX): src/sinks/kafka_sink.cpp src/sinks/kafka_classify.
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^) -lrdkafka
 
 # NATS JetStream, through cnats (Debian libnats-dev at build time, libnats3.x at run time).
-outbox_sink_nats$(DLSUFFIX): src/sinks/nats_sink.cpp src/sinks/nats_subject.cpp \
+outbox_sink_nats$(DLSUFFIX): src/sinks/nats_sink.cpp src/sinks/nats_events.cpp src/sinks/nats_subject.cpp \
 		src/sinks/nats_options.cpp src/sinks/nats_plugin.cpp src/sinks/cloudevents.cpp \
 		src/sinks/option_rules.cpp $(SINK_HDRS)
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^) -lnats -pthread

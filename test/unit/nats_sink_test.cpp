@@ -234,6 +234,33 @@ TEST(NatsSink, CreatedWhileTheServerIsDownConnectsLater) {
   EXPECT_GT(sink->max_message_bytes(), 0u);
 }
 
+TEST(NatsSink, UserAndPassword) {
+  REQUIRE_NATS_SERVER();
+  NatsServer server({"--user", "relay", "--pass", "pw-123"}, "relay:pw-123");
+  NatsClient client(server.client_url());
+  client.add_stream("OUTBOX", "outbox.event.>");
+  auto wrong = make_nats_sink(server, {{"user", "relay"}, {"password", "wrong"}});
+  auto outcomes = send(*wrong, four_keys(1), 500ms);
+  EXPECT_TRUE(all_unavailable(outcomes, "not connected to NATS"));
+  EXPECT_EQ(first_error(outcomes).find("wrong"), std::string::npos);
+  auto sink = make_nats_sink(server, {{"user", "relay"}, {"password", "pw-123"}});
+  EXPECT_EQ(summary(send(*sink, four_keys(2), 10s)), "AA");
+  EXPECT_EQ(sink->describe().find("pw-123"), std::string::npos);
+  for (const LogLine& line : wrong->take_log()) {
+    EXPECT_EQ(line.text.find("wrong"), std::string::npos) << line.text;
+  }
+}
+
+TEST(NatsSink, Token) {
+  REQUIRE_NATS_SERVER();
+  NatsServer server({"--auth", "tok-456"}, "tok-456");
+  NatsClient client(server.client_url());
+  client.add_stream("OUTBOX", "outbox.event.>");
+  auto sink = make_nats_sink(server, {{"token", "tok-456"}});
+  EXPECT_EQ(summary(send(*sink, four_keys(2), 10s)), "AA");
+  EXPECT_EQ(client.read("OUTBOX").size(), 2u);
+}
+
 TEST(NatsSink, CloudEventsHeaders) {
   REQUIRE_NATS_SERVER();
   NatsServer server;

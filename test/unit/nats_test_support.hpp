@@ -43,7 +43,10 @@ inline int free_port() {
 // nats-server -js on 127.0.0.1; stop() and start() again keep the port and the store.
 class NatsServer {
  public:
-  NatsServer() : port_(free_port()) {
+  // extra: more nats-server arguments (--user/--pass, --auth, ...); `client_url` then carries
+  // what the test's own client needs to connect.
+  explicit NatsServer(std::vector<std::string> extra = {}, std::string client_url = "")
+      : port_(free_port()), extra_(std::move(extra)), client_url_(std::move(client_url)) {
     char dir[] = "/tmp/outbox-nats-test-XXXXXX";
     if (mkdtemp(dir) == nullptr) throw std::runtime_error("mkdtemp");
     dir_ = dir;
@@ -61,14 +64,18 @@ class NatsServer {
     if (pid_ == 0) {
       const std::string port = std::to_string(port_);
       const std::string log = dir_ + "/server.log";
-      execlp("nats-server", "nats-server", "-js", "-a", "127.0.0.1", "-p", port.c_str(), "-sd",
-             dir_.c_str(), "-l", log.c_str(), static_cast<char*>(nullptr));
+      std::vector<const char*> argv = {"nats-server", "-js",        "-a",  "127.0.0.1",
+                                       "-p",          port.c_str(), "-sd", dir_.c_str(),
+                                       "-l",          log.c_str()};
+      for (const std::string& arg : extra_) argv.push_back(arg.c_str());
+      argv.push_back(nullptr);
+      execvp("nats-server", const_cast<char* const*>(argv.data()));
       _exit(127);
     }
     // Ready once it accepts a connection.
     for (int i = 0; i < 200; ++i) {
       natsConnection* nc = nullptr;
-      if (natsConnection_ConnectTo(&nc, url().c_str()) == NATS_OK) {
+      if (natsConnection_ConnectTo(&nc, client_url().c_str()) == NATS_OK) {
         natsConnection_Destroy(nc);
         return;
       }
@@ -84,9 +91,15 @@ class NatsServer {
     pid_ = -1;
   }
   std::string url() const { return "nats://127.0.0.1:" + std::to_string(port_); }
+  std::string client_url() const {
+    return client_url_.empty() ? url()
+                               : "nats://" + client_url_ + "@127.0.0.1:" + std::to_string(port_);
+  }
 
  private:
   int port_;
+  std::vector<std::string> extra_;
+  std::string client_url_;
   std::string dir_;
   pid_t pid_ = -1;
 };
