@@ -31,6 +31,10 @@
 //                 were the later messages of its key: they cannot be held back, and may be
 //                 acked. (One connection, and one stream per subject, keep the published
 //                 messages of a key in order; only what the stream refuses leaves a gap.)
+//                 With ${type} in subject.template, one key's messages may go to different
+//                 subjects and streams: one that is not stored (its stream missing, or slow
+//                 to answer) does not hold back a later one of its key that another stream
+//                 stores, so the later one may be stored first.
 //   kUnavailable  not connected before the deadline; a PubAck missing at the deadline
 //                 ("timed out waiting for PubAck ...") or when the WaitObserver ends the wait;
 //                 a publish cnats cannot take (connection closed, reconnect buffer full,
