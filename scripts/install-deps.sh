@@ -6,14 +6,16 @@ set -euo pipefail
 # Installing postgresql-15 on a machine without it creates and starts Debian's main cluster
 # (postgresql@15-main, port 5432), as Debian's package does; nothing here uses that cluster.
 packages=(
-  # build: the extension (boost: flat_map in the relay), its Kafka sink and its HTTP sink
+  # build: the extension (boost: flat_map in the relay), its Kafka, HTTP and NATS sinks
   build-essential postgresql-server-dev-15 libboost-dev librdkafka-dev libcurl4-openssl-dev
-  libssl-dev
+  libssl-dev libnats-dev
   # the PostgreSQL the tests and the demo run by default
   postgresql-15
   # tests: pg_stat_statements (TAP 018; pgstattuple for bench/), pg_cron (TAP 001),
-  # IPC::Run (TAP), kcat (reads Kafka topics back), unit tests, make format-check
+  # IPC::Run (TAP), kcat (reads Kafka topics back), unit tests, make format-check,
+  # nats-server (the NATS sink's unit and TAP tests, the demo)
   postgresql-contrib postgresql-15-cron libipc-run-perl kcat libgtest-dev clang-format
+  nats-server
   # TAP 031: the receiver's self-signed certificate
   openssl
   # bench/relay/relaybench.py, examples/python (TAP 024)

@@ -1,6 +1,6 @@
 // The rules every sink option passes before a sink is created, from the sink's declaration
-// (PluginV1::options): no undeclared option; integers and booleans well-formed; files only
-// inside outbox.sink_files_directory; secrets only from files there, never inline. Plain C++:
+// (OutboxSinkCallbacks::options): no undeclared option; integers and booleans well-formed; files
+// only inside outbox.sink_files_directory; secrets only from files there, never inline. Plain C++:
 // src/pg/sink_loader.cpp applies resolve_options() for configure_sink and the relay, and each
 // built-in sink applies check_declared() to what create() receives.
 //

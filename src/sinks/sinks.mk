@@ -1,8 +1,8 @@
 # Sink libraries (outbox_sink_<name>.so) and the Kafka mock tool. Included at the end of the
 # top-level Makefile, after PGXS. Plain C++17: no PostgreSQL header, no PGXS compile flags.
 #
-#   make               also builds outbox_sink_null.so, outbox_sink_kafka.so and
-#                      outbox_sink_http.so
+#   make               also builds outbox_sink_null.so, outbox_sink_kafka.so,
+#                      outbox_sink_http.so and outbox_sink_nats.so
 #   make install       also installs them into $(DESTDIR)$(pkglibdir)
 #   make clean         also removes them and the test tools
 #   make sinks         only the sink libraries
@@ -14,11 +14,14 @@ SINK_SRCS = src/sinks/option_rules.cpp src/sinks/routing.cpp src/sinks/cloudeven
 	src/sinks/plugin_export.cpp src/sinks/null_sink.cpp \
 	src/sinks/null_plugin.cpp src/sinks/kafka_options.cpp src/sinks/kafka_sink.cpp \
 	src/sinks/kafka_classify.cpp src/sinks/kafka_plugin.cpp src/sinks/http_options.cpp \
-	src/sinks/http_sink.cpp src/sinks/webhook_signature.cpp src/sinks/http_plugin.cpp
+	src/sinks/http_sink.cpp src/sinks/webhook_signature.cpp src/sinks/http_plugin.cpp \
+	src/sinks/nats_subject.cpp src/sinks/nats_options.cpp src/sinks/nats_sink.cpp \
+	src/sinks/nats_events.cpp src/sinks/nats_plugin.cpp
 TOOL_SRCS = test/tools/kafka_mock.cpp
 
 SINK_HDRS = $(wildcard src/sinks/*.hpp) src/include/outbox_sink.h
-SINK_LIBS = outbox_sink_null$(DLSUFFIX) outbox_sink_kafka$(DLSUFFIX) outbox_sink_http$(DLSUFFIX)
+SINK_LIBS = outbox_sink_null$(DLSUFFIX) outbox_sink_kafka$(DLSUFFIX) outbox_sink_http$(DLSUFFIX) \
+	outbox_sink_nats$(DLSUFFIX)
 KAFKA_MOCK = test/tools/outbox_kafka_mock
 
 SINK_CXXFLAGS = -std=c++17 -O2 -g -Wall -Wextra -Werror -fno-omit-frame-pointer -I$(srcdir)/src
@@ -45,6 +48,12 @@ outbox_sink_http$(DLSUFFIX): src/sinks/http_sink.cpp src/sinks/http_options.cpp 
 		src/sinks/webhook_signature.cpp src/sinks/http_plugin.cpp src/sinks/option_rules.cpp \
 		src/sinks/cloudevents.cpp src/sinks/plugin_export.cpp $(SINK_HDRS)
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^) -lcurl -lcrypto
+
+# NATS JetStream, through cnats (Debian libnats-dev at build time, libnats3.x at run time).
+outbox_sink_nats$(DLSUFFIX): src/sinks/nats_sink.cpp src/sinks/nats_events.cpp src/sinks/nats_subject.cpp \
+		src/sinks/nats_options.cpp src/sinks/nats_plugin.cpp src/sinks/cloudevents.cpp \
+		src/sinks/option_rules.cpp src/sinks/plugin_export.cpp $(SINK_HDRS)
+	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^) -lnats -pthread
 
 $(KAFKA_MOCK): $(TOOL_SRCS)
 	$(CXX) $(SINK_CXXFLAGS) -o $@ $(TOOL_SRCS) -lrdkafka -pthread

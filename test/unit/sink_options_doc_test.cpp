@@ -10,6 +10,7 @@
 
 #include "sinks/http_options.hpp"
 #include "sinks/kafka_options.hpp"
+#include "sinks/nats_options.hpp"
 #include "sinks/null_sink.hpp"
 #include "sinks/option_rules.hpp"
 
@@ -89,6 +90,8 @@ void expect_documented(const std::string& sink, const OptionSpec* specs, std::si
 TEST(SinkOptionsDoc, Kafka) { expect_documented("kafka", kKafkaOptions, kKafkaOptionCount); }
 
 TEST(SinkOptionsDoc, Http) { expect_documented("http", kHttpOptions, kHttpOptionCount); }
+
+TEST(SinkOptionsDoc, Nats) { expect_documented("nats", kNatsOptions, kNatsOptionCount); }
 
 TEST(SinkOptionsDoc, Null) { expect_documented("null", kNullOptions, kNullOptionCount); }
 

@@ -142,4 +142,25 @@ TEST(SinkPlugin, Http) {
             "unsigned");
 }
 
+// Only refused options: a created NATS sink would leave cnats callbacks into the library,
+// which the Library closes at the end of the test.
+TEST(SinkPlugin, Nats) {
+  Library lib("nats");
+  ASSERT_NE(lib.get(), nullptr) << lib.error();
+  EXPECT_STREQ(lib.table()->name, "nats");
+  try {
+    lib.get()->create({{"subject.template", "x"}});
+    FAIL() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("servers is required"), std::string::npos);
+  }
+  try {
+    lib.get()->create({{"servers", "nats://127.0.0.1:1"}, {"no.such.thing", "1"}});
+    FAIL() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "sink \"nats\" has no option \"no.such.thing\"");
+  }
+  EXPECT_EQ(lib.get()->options().count, 11u);
+}
+
 }  // namespace

@@ -1,0 +1,151 @@
+// The NATS sink's callbacks from cnats' threads: PubAcks and connection events, and the log
+// lines they leave for take_log(). Each finds its sink through the registry of live sinks
+// (nats_sink.hpp), holding the registry's lock while it uses the sink.
+#include <string>
+#include <utility>
+
+#include "sinks/nats_sink.hpp"
+
+namespace outbox::sinks {
+
+void NatsSink::on_ack(jsCtx*, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void* closure) {
+  {
+    std::lock_guard<std::mutex> lock(registry_mu());
+    if (registry().count(closure) != 0) static_cast<NatsSink*>(closure)->acked(msg, pa, pae);
+  }
+  natsMsg_Destroy(msg);  // the handler owns the message
+}
+
+void NatsSink::on_async_error(natsConnection* nc, natsSubscription*, natsStatus err,
+                              void* closure) {
+  std::lock_guard<std::mutex> lock(registry_mu());
+  if (registry().count(closure) == 0) return;
+  try {
+    std::string text = std::string("asynchronous error: ") + natsStatus_GetText(err);
+    const char* last = nullptr;
+    if (natsConnection_GetLastError(nc, &last) != NATS_OK && last != nullptr && *last != '\0') {
+      text += std::string(" (") + last + ")";
+    }
+    static_cast<NatsSink*>(closure)->connection_event(3, text.c_str(), false);
+  } catch (...) {
+  }
+}
+
+void NatsSink::on_connected(natsConnection*, void* closure) {
+  std::lock_guard<std::mutex> lock(registry_mu());
+  if (registry().count(closure) != 0) {
+    static_cast<NatsSink*>(closure)->connection_event(6, "connected", true);
+  }
+}
+
+void NatsSink::on_disconnected(natsConnection* nc, void* closure) {
+  std::lock_guard<std::mutex> lock(registry_mu());
+  if (registry().count(closure) == 0) return;
+  try {
+    std::string text = "disconnected";
+    const char* last = nullptr;
+    if (natsConnection_GetLastError(nc, &last) != NATS_OK && last != nullptr && *last != '\0') {
+      text += std::string(" (") + last + ")";
+    }
+    static_cast<NatsSink*>(closure)->connection_event(4, text.c_str(), false);
+  } catch (...) {
+  }
+}
+
+void NatsSink::on_reconnected(natsConnection*, void* closure) {
+  std::lock_guard<std::mutex> lock(registry_mu());
+  if (registry().count(closure) != 0) {
+    static_cast<NatsSink*>(closure)->connection_event(6, "reconnected", true);
+  }
+}
+
+void NatsSink::on_closed(natsConnection*, void* closure) {
+  std::lock_guard<std::mutex> lock(registry_mu());
+  if (registry().count(closure) != 0) {
+    static_cast<NatsSink*>(closure)->connection_event(4, "connection closed", false);
+  }
+}
+
+void NatsSink::connection_event(int level, const char* what, bool up) noexcept {
+  try {
+    const std::string text = std::string("nats: ") + what;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (up) {
+        last_error_.clear();
+      } else {
+        last_error_ = text;
+      }
+    }
+    changed_.notify_all();
+    log(level, text);
+  } catch (...) {
+  }
+}
+
+void NatsSink::log(int level, std::string text) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(log_mu_);
+    if (log_.size() >= kMaxLogLines) {
+      ++log_dropped_;
+      return;
+    }
+    log_.push_back(LogLine{level, std::move(text)});
+  } catch (...) {
+  }
+}
+
+std::vector<LogLine> NatsSink::take_log() {
+  std::lock_guard<std::mutex> lock(log_mu_);
+  std::vector<LogLine> out;
+  out.swap(log_);
+  if (log_dropped_ > 0) {
+    out.push_back(
+        LogLine{4, "nats: " + std::to_string(log_dropped_) + " more log lines were dropped"});
+    log_dropped_ = 0;
+  }
+  return out;
+}
+
+void NatsSink::acked(natsMsg* msg, const jsPubAck* pa, const jsPubAckErr* pae) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = in_flight_.find(msg);
+    if (it == in_flight_.end()) return;  // a late answer for a batch that is over
+    const std::size_t i = it->second;
+    in_flight_.erase(it);
+    if (pa != nullptr || pae == nullptr) {
+      settle(i, Outcome{Delivery::kAcked, {}});  // a duplicate too: the stream has it
+      last_error_.clear();
+    } else {
+      const std::string subject = natsMsg_GetSubject(msg) ? natsMsg_GetSubject(msg) : "";
+      const std::string text = pae->ErrText ? pae->ErrText : natsStatus_GetText(pae->Err);
+      if (pae->Err == NATS_NO_RESPONDERS) {
+        if (config_error_.empty()) {
+          config_error_ = "nats sink: no JetStream stream stores subject \"" + subject +
+                          "\" (no responders). Create a stream that captures it, e.g. nats "
+                          "stream add OUTBOX --subjects '" +
+                          subject + "' (or a wildcard such as 'outbox.event.>')";
+        }
+        settle(i, Outcome{Delivery::kUnavailable, config_error_});
+      } else if (pae->Err == NATS_ERR && pae->ErrCode == JSStreamNotMatchErr) {
+        if (config_error_.empty()) {
+          config_error_ = "nats sink: subject \"" + subject + "\" is not stored by stream \"" +
+                          settings_.stream + "\" (the stream option): " + text;
+        }
+        settle(i, Outcome{Delivery::kUnavailable, config_error_});
+      } else if (pae->Err == NATS_TIMEOUT) {
+        settle(i, Outcome{Delivery::kUnavailable, "no PubAck in time: " + text});
+      } else {
+        std::string error = "JetStream refused subject \"" + subject + "\": " + text;
+        if (pae->ErrCode != 0) error += " (error " + std::to_string(pae->ErrCode) + ")";
+        settle(i, Outcome{classify(pae->Err, pae->ErrCode), std::move(error)});
+      }
+    }
+    changed_.notify_all();
+  } catch (...) {
+    // Out of memory: the message stays pending until the deadline.
+  }
+}
+
+}  // namespace outbox::sinks

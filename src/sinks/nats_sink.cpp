@@ -1,0 +1,387 @@
+#include "sinks/nats_sink.hpp"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <unordered_set>
+#include <utility>
+
+#include "sinks/cloudevents.hpp"
+#include "sinks/failed_keys.hpp"
+#include "sinks/nats_subject.hpp"
+
+namespace outbox::sinks {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kObserveEvery = std::chrono::milliseconds(100);
+
+// Every signal blocked in this scope: a thread cnats starts meanwhile inherits the mask.
+class SignalsBlocked {
+ public:
+  SignalsBlocked() {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old_);
+  }
+  ~SignalsBlocked() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  SignalsBlocked(const SignalsBlocked&) = delete;
+  SignalsBlocked& operator=(const SignalsBlocked&) = delete;
+
+ private:
+  sigset_t old_;
+};
+
+// cnats' text for a status, with the thread's last error detail when there is one.
+std::string status_text(natsStatus s) {
+  std::string text = natsStatus_GetText(s);
+  natsStatus last = NATS_OK;
+  const char* detail = nats_GetLastError(&last);
+  if (last == s && detail != nullptr && *detail != '\0' && text != detail) {
+    text += ": ";
+    text += detail;
+  }
+  return text;
+}
+
+void check(natsStatus s, const char* what) {
+  if (s != NATS_OK) throw ConfigError(std::string("nats sink: ") + what + ": " + status_text(s));
+}
+
+// Why a message cannot be sent with its headers as they are, or "".
+std::string headers_error(const Message& m, bool cloudevents) {
+  for (const auto& [name, value] : {std::pair<const char*, std::string_view>{"id", m.id},
+                                    {"type", m.type},
+                                    {"aggregatetype", m.aggregatetype},
+                                    {"aggregateid", m.aggregateid}}) {
+    std::string error = nats::header_error(name, value);
+    if (!error.empty()) return error;
+  }
+  for (const auto& [name, value] : m.headers) {
+    std::string error = nats::header_error(name, value);
+    if (error.empty()) error = nats::own_header_error(name, cloudevents);
+    if (!error.empty()) return error;
+  }
+  return {};
+}
+
+}  // namespace
+
+std::mutex& NatsSink::registry_mu() {
+  static auto* mu = new std::mutex;  // never destroyed: a callback may run at exit
+  return *mu;
+}
+
+std::unordered_set<const void*>& NatsSink::registry() {
+  static auto* live = new std::unordered_set<const void*>;
+  return *live;
+}
+
+NatsSink::NatsSink(const Options& options) : settings_(nats_settings(options)) {
+  {
+    std::lock_guard<std::mutex> lock(registry_mu());
+    registry().insert(this);
+  }
+  try {
+    check(natsOptions_Create(&opts_), "options");
+    std::vector<const char*> urls;
+    for (const std::string& url : settings_.servers) urls.push_back(url.c_str());
+    check(natsOptions_SetServers(opts_, urls.data(), static_cast<int>(urls.size())), "servers");
+    check(natsOptions_SetName(opts_, "outbox-relay"), "name");
+    check(natsOptions_SetTimeout(opts_, 2000), "timeout");
+    // Reconnect for ever: the relay, not the client, decides when to give up on a batch.
+    check(natsOptions_SetMaxReconnect(opts_, -1), "max reconnect");
+    check(natsOptions_SetReconnectWait(opts_, 500), "reconnect wait");
+    check(natsOptions_SetPingInterval(opts_, 10000), "ping interval");
+    // A server that is down when the sink is created is connected to later.
+    check(natsOptions_SetRetryOnFailedConnect(opts_, true, &NatsSink::on_connected, this),
+          "retry on failed connect");
+    check(natsOptions_SetErrorHandler(opts_, &NatsSink::on_async_error, this), "error handler");
+    check(natsOptions_SetDisconnectedCB(opts_, &NatsSink::on_disconnected, this), "callback");
+    check(natsOptions_SetReconnectedCB(opts_, &NatsSink::on_reconnected, this), "callback");
+    check(natsOptions_SetClosedCB(opts_, &NatsSink::on_closed, this), "callback");
+    if (!settings_.user.empty()) {
+      // Not check(): cnats' message must not carry the password.
+      if (natsOptions_SetUserInfo(opts_, settings_.user.c_str(), settings_.password.c_str()) !=
+          NATS_OK) {
+        throw ConfigError("nats sink: user and password were refused");
+      }
+    }
+    if (!settings_.token.empty() &&
+        natsOptions_SetToken(opts_, settings_.token.c_str()) != NATS_OK) {
+      throw ConfigError("nats sink: token was refused");
+    }
+    if (!settings_.creds.empty()) {
+      check(natsOptions_SetUserCredentialsFromFiles(opts_, settings_.creds.c_str(), nullptr),
+            "creds");
+    }
+    // cnats 3.4 does not infer TLS from a tls:// URL; verified against the system's CAs
+    // unless tls.ca_file names others.
+    bool tls = !settings_.ca_file.empty();
+    for (const std::string& url : settings_.servers) tls = tls || url.rfind("tls://", 0) == 0;
+    if (tls) check(natsOptions_SetSecure(opts_, true), "tls");
+    if (!settings_.ca_file.empty()) {
+      check(natsOptions_LoadCATrustedCertificates(opts_, settings_.ca_file.c_str()), "tls.ca_file");
+    }
+    const natsStatus s = natsConnection_Connect(&nc_, opts_);
+    if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED) {
+      throw std::runtime_error("nats sink: cannot connect: " + status_text(s));
+    }
+    jsOptions jo;
+    check(jsOptions_Init(&jo), "jetstream options");
+    jo.PublishAsync.AckHandler = &NatsSink::on_ack;
+    jo.PublishAsync.AckHandlerClosure = this;
+    jo.PublishAsync.MaxPending = settings_.max_pending;
+    jo.PublishAsync.StallWait = 50;  // a stalled publish returns in time to ask the observer
+    check(natsConnection_JetStream(&js_, nc_, &jo), "jetstream context");
+  } catch (...) {
+    teardown();
+    throw;
+  }
+}
+
+NatsSink::~NatsSink() { teardown(); }
+
+void NatsSink::teardown() noexcept {
+  if (nc_ != nullptr) {
+    // What was published and not yet written goes out (the stream de-duplicates it).
+    if (natsConnection_Status(nc_) == NATS_CONN_STATUS_CONNECTED) {
+      natsConnection_FlushTimeout(nc_, 500);
+    }
+    natsConnection_Close(nc_);
+  }
+  {
+    // After this, no callback touches the sink (one running now has finished).
+    std::lock_guard<std::mutex> lock(registry_mu());
+    registry().erase(this);
+  }
+  if (js_ != nullptr) jsCtx_Destroy(js_);
+  if (nc_ != nullptr) natsConnection_Destroy(nc_);
+  if (opts_ != nullptr) natsOptions_Destroy(opts_);
+  js_ = nullptr;
+  nc_ = nullptr;
+  opts_ = nullptr;
+}
+
+bool NatsSink::usable() const { return natsConnection_Status(nc_) != NATS_CONN_STATUS_CLOSED; }
+
+std::size_t NatsSink::max_message_bytes() const {
+  const int64_t max = natsConnection_GetMaxPayload(nc_);
+  return max > 0 ? static_cast<std::size_t>(max) : 0;
+}
+
+Delivery NatsSink::classify(natsStatus status, jsErrCode code) {
+  if (status == NATS_MAX_PAYLOAD) return Delivery::kRejected;
+  if (status == NATS_ERR && code == JSStreamMessageExceedsMaximumErr) return Delivery::kRejected;
+  return Delivery::kUnavailable;
+}
+
+void NatsSink::settle(std::size_t i, Outcome outcome) {
+  if (outcomes_ == nullptr || i >= waiting_.size() || !waiting_[i]) return;
+  waiting_[i] = 0;
+  --pending_;
+  (*outcomes_)[i] = std::move(outcome);
+}
+
+bool NatsSink::wait_connected(Clock::time_point deadline, bool& abandoned) {
+  auto observe_at = Clock::now();
+  for (;;) {
+    if (natsConnection_Status(nc_) == NATS_CONN_STATUS_CONNECTED) return true;
+    const auto now = Clock::now();
+    if (now >= observe_at) {
+      std::string error;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        error = last_error_;
+      }
+      if (!keep_waiting(error)) {
+        abandoned = true;
+        return false;
+      }
+      observe_at = Clock::now() + kObserveEvery;
+    }
+    if (now >= deadline) return false;
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait_until(lock, std::min(deadline, observe_at));
+  }
+}
+
+natsStatus NatsSink::publish(const Message& m, std::size_t i, const std::string& subject,
+                             Clock::time_point deadline, std::chrono::milliseconds timeout,
+                             bool& abandoned) {
+  natsMsg* msg = nullptr;
+  natsStatus s = natsMsg_Create(&msg, subject.c_str(), nullptr, m.payload.data(),
+                                static_cast<int>(m.payload.size()));
+  if (s != NATS_OK) return s;
+  const auto add = [&](const std::string& name, std::string_view value) {
+    if (s == NATS_OK) s = natsMsgHeader_Add(msg, name.c_str(), std::string(value).c_str());
+  };
+  add("id", m.id);
+  add("type", m.type);
+  add("aggregatetype", m.aggregatetype);
+  add("aggregateid", m.aggregateid);
+  for (const auto& [name, value] : m.headers) add(std::string(name), value);
+  if (settings_.cloudevents.enabled) {
+    for (const auto& [name, value] : cloudevents::attributes(m, settings_.cloudevents.source)) {
+      add("ce-" + name, value);
+      if (name == "datacontenttype") add("Content-Type", value);
+    }
+  }
+  const std::string id(m.id);
+  jsPubOptions po;
+  if (s == NATS_OK) s = jsPubOptions_Init(&po);
+  if (s != NATS_OK) {
+    natsMsg_Destroy(msg);
+    return s;
+  }
+  po.MsgId = id.c_str();  // the Nats-Msg-Id header
+  if (!settings_.stream.empty()) po.ExpectStream = settings_.stream.c_str();
+  // cnats forgets an unanswered publish after this (its PubAck handler sees a timeout): a
+  // second after send()'s deadline, so that send() reports the wait it timed out itself.
+  po.MaxWait = std::max<int64_t>(1, timeout.count()) + 1000;
+
+  natsMsg* const key = msg;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight_[key] = i;  // before: the PubAck may come before js_PublishMsgAsync returns
+  }
+  for (;;) {
+    {
+      SignalsBlocked blocked;
+      s = js_PublishMsgAsync(js_, &msg, &po);
+    }
+    // NATS_TIMEOUT with the message still ours: max_pending were unanswered for StallWait.
+    if (s != NATS_TIMEOUT || msg == nullptr || Clock::now() >= deadline) break;
+    std::string error;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      error = last_error_;
+    }
+    if (!keep_waiting(error)) {
+      abandoned = true;
+      break;
+    }
+  }
+  if (s != NATS_OK) {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight_.erase(key);
+    natsMsg_Destroy(msg);  // not taken: still ours
+  }
+  return s;
+}
+
+void NatsSink::send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
+                    std::chrono::milliseconds timeout) {
+  outcomes.resize(messages.size());
+  const auto deadline = Clock::now() + timeout;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    outcomes_ = &outcomes;
+    waiting_.assign(messages.size(), 1);
+    pending_ = messages.size();
+    in_flight_.clear();
+    config_error_.clear();
+  }
+  // Whichever way send() returns, no callback writes an outcome afterwards.
+  struct End {
+    NatsSink& sink;
+    ~End() {
+      std::lock_guard<std::mutex> lock(sink.mu_);
+      sink.in_flight_.clear();
+      sink.outcomes_ = nullptr;
+      sink.waiting_.clear();
+      sink.pending_ = 0;
+    }
+  } end{*this};
+
+  bool abandoned = false;
+  std::vector<char> published(messages.size(), 0);
+  std::string not_sent;  // set when the rest of the batch is not published
+  if (!wait_connected(deadline, abandoned)) {
+    not_sent = abandoned
+                   ? "not acknowledged: the relay stopped waiting"
+                   : "not connected to NATS within " + std::to_string(timeout.count()) + " ms";
+  }
+  FailedKeys failed;
+  std::string subject;
+  std::string error;
+  for (std::size_t i = 0; i < messages.size() && not_sent.empty(); ++i) {
+    const Message& m = messages[i];
+    Outcome outcome;
+    if (const std::string* why = failed.find(m)) {
+      outcome = {Delivery::kDeferred,
+                 "not sent: an earlier event of its key was not sent: " + *why};
+    } else if (!nats::route_subject(settings_.subject_template, m, subject, error)) {
+      outcome = {Delivery::kRejected, error};
+    } else if (!(error = headers_error(m, settings_.cloudevents.enabled)).empty()) {
+      outcome = {Delivery::kRejected, error};
+    } else {
+      const natsStatus s = publish(m, i, subject, deadline, timeout, abandoned);
+      if (s == NATS_OK) {
+        published[i] = 1;
+        continue;
+      }
+      if (abandoned) {
+        not_sent = "not acknowledged: the relay stopped waiting";
+        break;
+      }
+      if (s == NATS_MAX_PAYLOAD) {
+        outcome = {Delivery::kRejected, "message too large for the server (max_payload " +
+                                            std::to_string(max_message_bytes()) +
+                                            " bytes, data and headers): " + status_text(s)};
+      } else {
+        // Nothing later may overtake it: the rest of the batch is not published.
+        std::lock_guard<std::mutex> lock(mu_);
+        settle(i, Outcome{Delivery::kUnavailable, "not published: " + status_text(s)});
+        not_sent =
+            "not sent: an earlier message of the batch could not be published: " + status_text(s);
+        break;
+      }
+    }
+    if (outcome.delivery != Delivery::kAcked) failed.add(m, outcome.error);
+    std::lock_guard<std::mutex> lock(mu_);
+    settle(i, std::move(outcome));
+  }
+
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!not_sent.empty()) {
+    // The messages not published; those published keep waiting for their PubAcks.
+    for (std::size_t i = 0; i < messages.size(); ++i) {
+      if (!published[i]) settle(i, Outcome{Delivery::kUnavailable, not_sent});
+    }
+  }
+  auto observe_at = Clock::now();
+  while (pending_ > 0 && !abandoned) {
+    const auto now = Clock::now();
+    if (now >= observe_at) {
+      const std::string client_error = last_error_;
+      lock.unlock();
+      const bool keep = keep_waiting(client_error);
+      lock.lock();
+      observe_at = Clock::now() + kObserveEvery;
+      if (!keep) abandoned = true;
+      continue;
+    }
+    if (now >= deadline) break;
+    changed_.wait_until(lock, std::min(deadline, observe_at));
+  }
+  if (pending_ > 0) {
+    std::string why =
+        abandoned ? std::string("not acknowledged: the relay stopped waiting")
+                  : "timed out waiting for PubAck after " + std::to_string(timeout.count()) + " ms";
+    if (!last_error_.empty()) why += " (last client error: " + last_error_ + ")";
+    for (std::size_t i = 0; i < messages.size(); ++i)
+      settle(i, Outcome{Delivery::kUnavailable, why});
+  }
+  const std::string config_error = config_error_;
+  lock.unlock();
+  if (!config_error.empty()) throw ConfigError(config_error);
+}
+
+std::unique_ptr<Sink> create_nats_sink(const Options& options) {
+  return std::make_unique<NatsSink>(options);
+}
+
+}  // namespace outbox::sinks

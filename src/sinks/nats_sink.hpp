@@ -1,0 +1,170 @@
+// The NATS JetStream sink: publishes each event to a JetStream stream through cnats (the NATS
+// C client, 3.4) and marks it delivered once the stream's PubAck says it is stored.
+//
+// Options (outbox.configure_sink('nats', '{...}')): nats_options.hpp, documented in
+// docs/sink-options.md. Required: servers.
+//
+// Each message: subject from subject.template (nats_subject.hpp); data = the payload;
+// headers Nats-Msg-Id = the event id (JetStream drops a re-send of an id it stored within the
+// stream's duplicate window, and acknowledges it as a duplicate), id, type, aggregatetype,
+// aggregateid, then the event's own headers; with cloudevents = true also ce-specversion,
+// ce-id, ce-source, ce-type, ce-subject, ce-time, ce-datacontenttype and Content-Type (the
+// CloudEvents NATS binding); with the stream option, Nats-Expected-Stream.
+//
+// send() (no pipelining: start() is the default, a synchronous send()): waits until the
+// connection is up (or the deadline), publishes every message asynchronously
+// (js_PublishMsgAsync, at most max_pending unacknowledged), then waits until each has its
+// PubAck or the deadline passed, calling keep_waiting() at least every 100 ms and holding
+// none of its locks then.
+//
+// Outcomes:
+//   kAcked        a PubAck, a duplicate one included (the stream has the event).
+//   kRejected     the message cannot be sent as it is: its rendered subject is not a valid
+//                 subject, a header cannot travel (nats_subject.hpp), it is larger than the
+//                 server's max_payload (cnats refuses it before it is sent), or the stream
+//                 refused it in its PubAck (JetStream error 10054, larger than the stream's
+//                 max_msg_size).
+//   kDeferred     not published, because an earlier message of its key (aggregatetype,
+//                 aggregateid) in the batch was rejected or deferred before it was handed to
+//                 cnats: "not sent: an earlier event of its key was not sent: <its error>".
+//                 A message the stream refuses in its PubAck was published already, and so
+//                 were the later messages of its key: they cannot be held back, and may be
+//                 acked. (One connection, and one stream per subject, keep the published
+//                 messages of a key in order; only what the stream refuses leaves a gap.)
+//                 With ${type} in subject.template, one key's messages may go to different
+//                 subjects and streams: one that is not stored (its stream missing, or slow
+//                 to answer) does not hold back a later one of its key that another stream
+//                 stores, so the later one may be stored first.
+//   kUnavailable  not connected before the deadline; a PubAck missing at the deadline
+//                 ("timed out waiting for PubAck ...") or when the WaitObserver ends the wait;
+//                 a publish cnats cannot take (connection closed, reconnect buffer full,
+//                 max_pending full until the deadline: then it and every later message of the
+//                 batch are not published, so nothing overtakes it); any other JetStream
+//                 error (storage full, no leader, ...). A message whose PubAck is missing may
+//                 still be stored: the relay sends it again and the stream de-duplicates it
+//                 by Nats-Msg-Id (within the duplicate window; after it, a copy).
+//
+// ConfigError from send(): when JetStream answers "no responders" (no stream captures the
+// subject), or the stream is not the expected one (Nats-Expected-Stream, JetStream error
+// 10060). The whole batch fails as a configuration error: no attempt is counted, nothing is
+// dead-lettered, the relay reports it and tries again after outbox.retry_backoff_max.
+//
+// Threads and signals: cnats runs threads of its own (a reader and a flusher per connection,
+// a reconnect thread when the connection is lost, a delivery thread for the PubAck
+// subscription, and the library's timer, callback and GC threads). The constructor connects
+// and makes the JetStream context; the relay calls it with every signal blocked, so those
+// threads, and the ones they start later (a reconnect comes from the reader or timer thread),
+// inherit a blocked mask. The PubAck subscription's thread is started by the first publish,
+// on the relay's thread: send() blocks every signal around each cnats publish call, so that
+// one never runs PostgreSQL's handlers either.
+//
+// Callbacks (PubAcks, connection events) arrive on cnats' threads and may arrive after the
+// sink is gone (cnats' subscription threads are detached): they find the sink through a
+// registry of live sinks, and a callback for a sink no longer registered only frees what it
+// was given. The destructor flushes (if connected, at most 500 ms), closes the connection,
+// leaves the registry (waiting for a running callback), and destroys the context, the
+// connection and the options. cnats' library-wide state stays until nats_Close() (the unit
+// tests call nats_CloseAndWait() at exit).
+//
+// cnats' nats_Open (on first use, in the constructor) sets SIGPIPE to SIG_IGN for the process
+// (PostgreSQL's backends and background workers ignore it already) and calls srand()
+// (PostgreSQL does not use rand()).
+//
+// Logs: connection events (connected, disconnected, reconnected, closed) and cnats' async
+// errors are kept for take_log(), at most kMaxLogLines between two calls; nothing goes to
+// stderr.
+#pragma once
+
+#include <nats/nats.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "sinks/nats_options.hpp"
+#include "sinks/sink.hpp"
+
+namespace outbox::sinks {
+
+class NatsSink final : public Sink {
+ public:
+  // Throws ConfigError for bad options; not for a server that is down (it connects later).
+  explicit NatsSink(const Options& options);
+  ~NatsSink() override;
+  NatsSink(const NatsSink&) = delete;
+  NatsSink& operator=(const NatsSink&) = delete;
+
+  void send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
+            std::chrono::milliseconds timeout) override;
+  bool usable() const override;
+  std::string describe() const override { return settings_.description; }
+  std::vector<LogLine> take_log() override;
+  // The server's max_payload once connected (0 before).
+  std::size_t max_message_bytes() const override;
+
+  static constexpr std::size_t kMaxLogLines = 100;
+
+  // How a JetStream PubAck error counts for its message (kUnavailable for what the relay
+  // should retry; ConfigError cases are handled by send()).
+  static Delivery classify(natsStatus status, jsErrCode code);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  static void on_ack(jsCtx* js, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void* closure);
+  static void on_async_error(natsConnection* nc, natsSubscription* sub, natsStatus err,
+                             void* closure);
+  static void on_connected(natsConnection* nc, void* closure);
+  static void on_disconnected(natsConnection* nc, void* closure);
+  static void on_reconnected(natsConnection* nc, void* closure);
+  static void on_closed(natsConnection* nc, void* closure);
+
+  // The live sinks: a callback uses its sink only while it is registered, with the lock held.
+  static std::mutex& registry_mu();
+  static std::unordered_set<const void*>& registry();
+
+  // In nats_events.cpp.
+  void acked(natsMsg* msg, const jsPubAck* pa, const jsPubAckErr* pae) noexcept;
+  void connection_event(int level, const char* what, bool up) noexcept;
+  void log(int level, std::string text) noexcept;
+  void teardown() noexcept;
+  // Settles message i of the current batch unless it has an outcome; caller holds mu_.
+  void settle(std::size_t i, Outcome outcome);
+  // Waits until connected; false at the deadline or when the observer stops the wait.
+  bool wait_connected(Clock::time_point deadline, bool& abandoned);
+  // Publishes message i; returns the cnats status (NATS_OK: handed over).
+  natsStatus publish(const Message& m, std::size_t i, const std::string& subject,
+                     Clock::time_point deadline, std::chrono::milliseconds timeout,
+                     bool& abandoned);
+
+  NatsSettings settings_;
+  natsOptions* opts_ = nullptr;
+  natsConnection* nc_ = nullptr;
+  jsCtx* js_ = nullptr;
+
+  // Guards the current batch and last_error_.
+  mutable std::mutex mu_;
+  std::condition_variable changed_;  // an outcome came in, or the connection came up
+  std::vector<Outcome>* outcomes_ = nullptr;
+  std::vector<char> waiting_;  // 1 while message i has no outcome
+  std::size_t pending_ = 0;
+  // Messages handed to cnats and not yet answered -> their index in the batch. A message is
+  // owned by cnats until its PubAck handler frees it, so its address is not reused meanwhile.
+  std::unordered_map<natsMsg*, std::size_t> in_flight_;
+  std::string config_error_;  // no stream / not the expected stream, for send() to throw
+  std::string last_error_;    // the latest connection-level trouble ("" once all is well)
+
+  std::mutex log_mu_;
+  std::vector<LogLine> log_;
+  std::size_t log_dropped_ = 0;
+};
+
+std::unique_ptr<Sink> create_nats_sink(const Options& options);
+
+}  // namespace outbox::sinks
