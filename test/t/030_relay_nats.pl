@@ -185,8 +185,8 @@ SKIP: {
 #    counted, nothing published; once the stream exists, everything is delivered.
 my @shipments = enqueue('shipment', 20, 'nostream');
 ok( $node->poll_query_until('postgres',
-		q{SELECT last_error LIKE '%no JetStream stream stores subject "outbox.event.shipment"%nats stream add%' FROM outbox.status}),
-	'no stream: outbox.status names the subject and the fix')
+		q{SELECT last_error LIKE 'sink configuration error: %no JetStream stream stores subject "outbox.event.shipment"%nats stream add%' FROM outbox.status}),
+	'no stream: outbox.status shows a configuration error naming the subject and the fix')
   or diag($node->safe_psql('postgres', 'SELECT last_error FROM outbox.status'));
 my $shipment_list = join(', ', map { "'$_'" } @shipments);
 is($node->safe_psql('postgres',
