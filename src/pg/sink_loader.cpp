@@ -10,6 +10,7 @@
 #include "pg/settings.hpp"
 #include "sinks/option_rules.hpp"
 #include "sinks/plugin_host.hpp"
+#include "sinks/signals_blocked.hpp"
 
 namespace outbox::pg {
 namespace {
@@ -24,23 +25,6 @@ struct RawOptions {
   RawOption* items;
   bool not_object;
   char* bad_key;  // a key whose value is an object, array or null
-};
-
-// Blocks every signal for its lifetime: threads that a client library starts inherit the
-// mask, so PostgreSQL's signal handlers keep running on the backend's own thread only.
-class SignalsBlocked {
- public:
-  SignalsBlocked() {
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &saved_);
-  }
-  ~SignalsBlocked() { pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
-  SignalsBlocked(const SignalsBlocked&) = delete;
-  SignalsBlocked& operator=(const SignalsBlocked&) = delete;
-
- private:
-  sigset_t saved_;
 };
 
 bool valid_sink_name(const std::string& name) {
@@ -133,7 +117,7 @@ std::unique_ptr<sinks::Sink> create_sink(const char* function, const std::string
     const char* directory = settings.sink_files_directory;
     const sinks::Options resolved = sinks::resolve_options(name, plugin->options(), options,
                                                            directory != nullptr ? directory : "");
-    SignalsBlocked blocked;
+    sinks::SignalsBlocked blocked;
     return plugin->create(resolved);
   } catch (const sinks::OptionError& e) {
     throw Error(sqlstate::kInvalidParameterValue, std::string(function) + ": " + e.what(), {},

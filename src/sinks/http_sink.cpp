@@ -1,8 +1,4 @@
 #include "sinks/http_sink.hpp"
-#include "sinks/option_rules.hpp"
-
-#include <pthread.h>
-#include <signal.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -11,6 +7,8 @@
 #include <utility>
 
 #include "sinks/cloudevents.hpp"
+#include "sinks/option_rules.hpp"
+#include "sinks/signals_blocked.hpp"
 #include "sinks/webhook_signature.hpp"
 
 namespace outbox::sinks {
@@ -18,24 +16,6 @@ namespace outbox::sinks {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Every signal blocked while it lives: threads curl starts meanwhile (the threaded resolver)
-// inherit the mask, so no PostgreSQL signal handler ever runs on them. Signals that arrive
-// meanwhile stay pending and are handled on the backend's thread once the mask is restored.
-class SignalsBlocked {
- public:
-  SignalsBlocked() {
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &saved_);
-  }
-  ~SignalsBlocked() { pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
-  SignalsBlocked(const SignalsBlocked&) = delete;
-  SignalsBlocked& operator=(const SignalsBlocked&) = delete;
-
- private:
-  sigset_t saved_;
-};
 
 // An HTTP token (RFC 9110 tchar): what a header name may be.
 bool is_token(std::string_view name) {

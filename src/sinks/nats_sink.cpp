@@ -1,8 +1,5 @@
 #include "sinks/nats_sink.hpp"
 
-#include <pthread.h>
-#include <signal.h>
-
 #include <algorithm>
 #include <unordered_set>
 #include <utility>
@@ -10,6 +7,7 @@
 #include "sinks/cloudevents.hpp"
 #include "sinks/failed_keys.hpp"
 #include "sinks/nats_subject.hpp"
+#include "sinks/signals_blocked.hpp"
 
 namespace outbox::sinks {
 
@@ -17,22 +15,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kObserveEvery = std::chrono::milliseconds(100);
-
-// Every signal blocked in this scope: a thread cnats starts meanwhile inherits the mask.
-class SignalsBlocked {
- public:
-  SignalsBlocked() {
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old_);
-  }
-  ~SignalsBlocked() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
-  SignalsBlocked(const SignalsBlocked&) = delete;
-  SignalsBlocked& operator=(const SignalsBlocked&) = delete;
-
- private:
-  sigset_t old_;
-};
 
 // cnats' text for a status, with the thread's last error detail when there is one.
 std::string status_text(natsStatus s) {
