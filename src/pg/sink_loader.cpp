@@ -1,7 +1,6 @@
 #include "pg/sink_loader.hpp"
 
 #include <dlfcn.h>
-#include <signal.h>
 
 #include <optional>
 
