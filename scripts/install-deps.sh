@@ -21,7 +21,8 @@ packages=(
   # bench/relay/relaybench.py, examples/python (TAP 024)
   python3-psycopg
 )
-# examples/node (TAP 024): Node.js and npm, from Debian unless some Node.js is there already
+# examples/node (TAP 024) and test/consumers (TAP 011, 030, 031; the demo and bench with the
+# http and nats sinks): Node.js and npm, from Debian unless some Node.js is there already
 # (NodeSource's nodejs brings its own npm and conflicts with Debian's).
 command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
 
