@@ -46,11 +46,13 @@ std::string sink_text(const char* text, std::size_t size) {
 
 OutboxSinkString c_string(std::string_view s) { return {s.data(), s.size()}; }
 
-// One started batch, as the plugin sees it: stays in place until its finish() returns.
+// One started batch, as the plugin sees it: stays in place until its finish() returns. Its
+// vectors are kept for the next batch (a batch's outcomes are half a megabyte: allocating and
+// zeroing them for each batch would cost more than a null sink's whole send).
 struct Batch {
   std::vector<OutboxSinkMessage> messages;
   std::vector<OutboxSinkHeader> headers;
-  std::vector<OutboxSinkOutcome> outcomes;
+  std::vector<OutboxSinkOutcome> outcomes;  // at least messages.size(), never shrunk
   std::vector<Outcome>* target = nullptr;
 };
 
@@ -97,7 +99,13 @@ class HostedSink final : public Sink {
 
   void start(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
              std::chrono::milliseconds timeout) override {
-    Batch& batch = started_.emplace_back();
+    if (spare_.empty()) {
+      started_.emplace_back();
+    } else {
+      started_.push_back(std::move(spare_.back()));
+      spare_.pop_back();
+    }
+    Batch& batch = started_.back();
     fill(batch, messages, outcomes);
     char error[OUTBOX_SINK_ERROR_SIZE] = "";
     const int status = call([&] {
@@ -105,7 +113,7 @@ class HostedSink final : public Sink {
                               batch.messages.size(), timeout.count(), error, sizeof(error));
     });
     if (status != OUTBOX_SINK_OK) {
-      started_.pop_back();
+      retire_newest();
       fail(status, error, sizeof(error));
     }
     // Without finish(), start() is synchronous: the outcomes are final now.
@@ -117,7 +125,7 @@ class HostedSink final : public Sink {
     char error[OUTBOX_SINK_ERROR_SIZE] = "";
     const int status = call([&] { return callbacks_.finish(state_, error, sizeof(error)); });
     if (status != OUTBOX_SINK_OK) {
-      started_.pop_front();
+      retire_oldest();
       fail(status, error, sizeof(error));
     }
     take_oldest();
@@ -199,6 +207,9 @@ class HostedSink final : public Sink {
   void fill(Batch& batch, const std::vector<Message>& messages, std::vector<Outcome>& outcomes) {
     std::size_t header_count = 0;
     for (const Message& m : messages) header_count += m.headers.size();
+    batch.messages.clear();
+    batch.headers.clear();
+    // Reserved before the first push_back: the messages point into `headers`.
     batch.headers.reserve(header_count);
     batch.messages.reserve(messages.size());
     for (const Message& m : messages) {
@@ -216,7 +227,11 @@ class HostedSink final : public Sink {
       c.created_at_unix_us = m.created_at_unix_us;
       batch.messages.push_back(c);
     }
-    batch.outcomes.assign(messages.size(), OutboxSinkOutcome{});
+    if (batch.outcomes.size() < messages.size()) batch.outcomes.resize(messages.size());
+    for (std::size_t i = 0; i < messages.size(); ++i) {
+      batch.outcomes[i].delivery = OUTBOX_DELIVERY_PENDING;
+      batch.outcomes[i].error[0] = '\0';
+    }
     batch.target = &outcomes;
   }
 
@@ -243,7 +258,7 @@ class HostedSink final : public Sink {
   void take_oldest() {
     Batch& batch = started_.front();
     std::vector<Outcome>& target = *batch.target;
-    for (std::size_t i = 0; i < batch.outcomes.size() && i < target.size(); ++i) {
+    for (std::size_t i = 0; i < batch.messages.size() && i < target.size(); ++i) {
       const OutboxSinkOutcome& c = batch.outcomes[i];
       Outcome& o = target[i];
       switch (c.delivery) {
@@ -266,7 +281,16 @@ class HostedSink final : public Sink {
           breach("a batch ended with a message whose outcome was not set");
       }
     }
+    retire_oldest();
+  }
+
+  void retire_oldest() {
+    spare_.push_back(std::move(started_.front()));
     started_.pop_front();
+  }
+  void retire_newest() {
+    spare_.push_back(std::move(started_.back()));
+    started_.pop_back();
   }
 
   const OutboxSinkCallbacks callbacks_;
@@ -276,6 +300,7 @@ class HostedSink final : public Sink {
   void* state_ = nullptr;
   bool usable_ = true;
   std::deque<Batch> started_;
+  std::vector<Batch> spare_;  // finished batches, for their storage
   std::atomic<std::thread::id> caller_{};
   std::mutex breaches_mu_;
   std::set<std::string> breaches_;  // reported once each
