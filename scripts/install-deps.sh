@@ -18,6 +18,8 @@ packages=(
   openssl
   # bench/relay/relaybench.py, examples/python (TAP 024)
   python3-psycopg
+  # scripts/demo.sh --sink nats, bench/relay/sinks.sh: a JetStream server to deliver to
+  nats-server
 )
 # examples/node (TAP 024): Node.js and npm, from Debian unless some Node.js is there already
 # (NodeSource's nodejs brings its own npm and conflicts with Debian's).
