@@ -997,6 +997,19 @@ def proc_ticks(pid):
     return cpu_ticks([pid]) if pid else None
 
 
+def machine_ticks():
+    """(busy, total) clock ticks of all CPUs since boot, from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]
+    return sum(v) - idle, sum(v)
+
+
+def busy_pct(t0, t1):
+    """Percent of both cores busy between two machine_ticks() samples."""
+    return 100.0 * (t1[0] - t0[0]) / max(1, t1[1] - t0[1])
+
+
 def receiver_check(path, offset, n):
     """Reads the webhook receiver's log (one JSON line per request) from byte offset on:
     (requests, verified, distinct webhook-ids acknowledged, new offset). n: the events expected."""
@@ -1051,7 +1064,7 @@ def sinks(args):
         a.ex("CHECKPOINT")
         w0 = wait_unconfigured(a)
         pids = [r[0] for r in w0]
-        cpu0, peer0 = cpu_ticks(pids), proc_ticks(peer)
+        cpu0, peer0, m0 = cpu_ticks(pids), proc_ticks(peer), machine_ticks()
         sent0 = sum(r[3] for r in w0)
         a.configure(sink, options)
         t0 = time.time()  # the configuring transaction has committed (autocommit)
@@ -1067,7 +1080,7 @@ def sinks(args):
                     t1 = time.time()
                     break
         w1 = relay_rows(a)
-        cpu1, peer1 = cpu_ticks(pids), proc_ticks(peer)
+        cpu1, peer1, m1 = cpu_ticks(pids), proc_ticks(peer), machine_ticks()
         left = a.unpublished()
         first = a.q1("SELECT extract(epoch FROM min(published_at))::float8 FROM outbox.events")
         a.ex("SELECT outbox.unconfigure_sink()")
@@ -1092,8 +1105,8 @@ def sinks(args):
                 more += "  WARNING: not every event was acknowledged once with a valid signature"
         if key == "nats":
             nats_total += n
-        out("      drain   %-6s %7d events in %6.2f s = %8.0f events/s  first %5.1f ms  %4d batches  relay CPU %3.0f %%"
-            "%s%s" % (key, n, secs, row["rate"], row["first_ms"], batches, row["relay"],
+        out("      drain   %-6s %7d events in %6.2f s = %8.0f events/s  first %5.1f ms  %4d batches  machine busy %3.0f %%"
+            "  relay CPU %3.0f %%%s%s" % (key, n, secs, row["rate"], row["first_ms"], batches, busy_pct(m0, m1), row["relay"],
                       "  %s CPU %3.0f %%" % (args.peer_name.get(key, "peer"), row["peer"]) if row["peer"] is not None else "",
                       more))
         if failed or left:
@@ -1105,12 +1118,12 @@ def sinks(args):
         aggtype = "lat_r%d_%s" % (r + 1, key)
         a.configure(sink, options)
         a.wait_drained(30)
-        peer0 = proc_ticks(peer)
+        peer0, m0 = proc_ticks(peer), machine_ticks()
         t0 = time.time()
         rec, rate, late = write_events(args.rate, args.seconds, args.warmup, aggtype, True, seed=r)
         if not a.wait_drained(60):
             out("      WARNING: %s: events still unpublished after 60 s" % key)
-        peer1 = proc_ticks(peer)
+        peer1, m1 = proc_ticks(peer), machine_ticks()
         secs = time.time() - t0
         pub = dict(a.c.execute(
             "SELECT id::text, extract(epoch FROM published_at)::float8 FROM outbox.events "
@@ -1130,12 +1143,12 @@ def sinks(args):
                 more += "  WARNING: not every event was acknowledged once with a valid signature"
         if key == "nats":
             nats_total += total
-        out("      latency %-6s %5d events at %5.1f/s: p50 %7.3f ms  p99 %7.3f ms  max %7.2f ms%s%s" % (
-            key, len(lat), rate, row["p50"], row["p99"], row["max"],
+        out("      latency %-6s %5d events at %5.1f/s: p50 %7.3f ms  p99 %7.3f ms  max %7.2f ms  machine busy %3.0f %%%s%s" % (
+            key, len(lat), rate, row["p50"], row["p99"], row["max"], busy_pct(m0, m1),
             "  %s CPU %3.0f %%" % (args.peer_name.get(key, "peer"), row["peer"]) if row["peer"] is not None else "",
             more))
         if late:
-            out("      (%d commits started more than 5 ms late)" % late)
+            out("      (%d of the writer's commits started more than 5 ms late: the machine was busy)" % late)
 
     out("   warm-up (not counted): one drain of %d events per sink" % min(n, 10000))
     full = n
