@@ -37,8 +37,8 @@
 # A warm-up drain of 10,000 events per sink comes first (not counted). Reported: medians of
 # the rounds, the ratio to the null sink as the median of the per-round ratios.
 #
-#   bash bench/relay/sinks.sh          # 3 rounds, 100k events, 15 s at 200/s
-#   QUICK=1 bash bench/relay/sinks.sh  # 3 rounds, 20k events, 5 s at 200/s
+#   bash bench/relay/sinks.sh          # 3 rounds, 100k events, 15 s at 200/s, ~4 min
+#   QUICK=1 bash bench/relay/sinks.sh  # 3 rounds, 20k events, 5 s at 200/s, ~1.2 min
 # ROUNDS, ROWS, SECONDS_PER_RUN, RATE override.
 set -euo pipefail
 # shellcheck source=bench/relay/lib.sh
