@@ -21,7 +21,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --sink) sink=${2:-}; shift 2 || { echo "--sink needs a value" >&2; exit 2; } ;;
     --sink=*) sink=${1#--sink=}; shift ;;
-    -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "usage: $0 [--sink kafka|http|nats]" >&2; exit 2 ;;
   esac
 done
