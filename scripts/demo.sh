@@ -1,43 +1,59 @@
 #!/usr/bin/env bash
 # The main job, end to end, on a throwaway cluster: install what is missing, build and
-# install the extension, start a Kafka mock cluster (librdkafka's, on 127.0.0.1: no Kafka
-# broker exists for this machine), enqueue events in business transactions, let the relay
-# deliver them, read them back with kcat, print outbox.status, and rotate. Run as root on
-# Debian 12:
-#   bash scripts/demo.sh
+# install the extension, start a receiver for the sink, enqueue events in business
+# transactions, let the relay deliver them, read them back with an independent consumer,
+# print outbox.status, and rotate. Run as root on Debian 12:
+#   bash scripts/demo.sh                # Kafka: librdkafka's mock cluster (no broker exists
+#                                       # for this machine), read back with kcat
+#   bash scripts/demo.sh --sink http    # webhooks: test/consumers/webhook_receiver.js
+#                                       # verifies each request's signature
+#   bash scripts/demo.sh --sink nats    # nats-server -js, read back with the nats npm package
+#                                       # (needs outbox_sink_nats.so)
+# http and nats run `npm ci` in a copy of test/consumers (the npm registry, or its cache).
 # PG_CONFIG=/path/to/pg_config picks another PostgreSQL installation (scripts/pg-env.sh):
 # the extension is built for it and installed into it, and its server runs the demo.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 
+sink=kafka
+while [ $# -gt 0 ]; do
+  case $1 in
+    --sink) sink=${2:-}; shift 2 || { echo "--sink needs a value" >&2; exit 2; } ;;
+    --sink=*) sink=${1#--sink=}; shift ;;
+    -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) echo "usage: $0 [--sink kafka|http|nats]" >&2; exit 2 ;;
+  esac
+done
+case $sink in
+  kafka | http | nats) ;;
+  *) echo "outbox demo: unknown sink \"$sink\" (kafka, http or nats)" >&2; exit 2 ;;
+esac
+
 bash scripts/install-deps.sh
 # After install-deps: on a fresh machine there is no pg_config before it.
 . scripts/pg-env.sh
+# shellcheck source=scripts/demo-sinks.sh
+. scripts/demo-sinks.sh
 make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG" all test-tools
 make -s install PG_CONFIG="$PG_CONFIG" >/dev/null
 
 work=$(make_workdir)
-# The Kafka mock cluster: prints its bootstrap servers, then runs until its stdin closes.
-mkfifo "$work/mock.in"
-test/tools/outbox_kafka_mock 1 <"$work/mock.in" >"$work/mock.out" 2>"$work/mock.log" &
-mock_pid=$!
-exec 3>"$work/mock.in"
-trap 'cluster_stop "$work"; exec 3>&-; wait $mock_pid 2>/dev/null; remove_workdir "$work"' EXIT
-for _ in $(seq 100); do [ -s "$work/mock.out" ] && break; sleep 0.1; done
-bootstrap=$(head -1 "$work/mock.out")
-echo "outbox demo: Kafka mock cluster at $bootstrap"
+trap 'cluster_stop "$work"; demo_stop; remove_workdir "$work"' EXIT
+"sink_start_$sink"
+echo "outbox demo: $sink sink, delivering to the $sink_where"
 
 port=${OUTBOX_DEMO_PORT:-55432}
-start_cluster "$work" "$port" "shared_preload_libraries = 'outbox'" "outbox.database = 'postgres'" 3>&-
+start_cluster "$work" "$port" "shared_preload_libraries = 'outbox'" "outbox.database = 'postgres'" \
+  ${sink_conf[@]+"${sink_conf[@]}"} 3>&-
 echo "outbox demo: PostgreSQL $("$PG_CONFIG" --version | awk '{print $2}') on 127.0.0.1:$port ($work)"
 
 psql_demo() { as_postgres psql -X -h "$work" -p "$port" -U postgres -v ON_ERROR_STOP=1 "$@"; }
 
-psql_demo -v bootstrap="$bootstrap" <<'SQL'
-\echo '--- install, and point the relay at Kafka'
+psql_demo -v sink="$sink" -v options="$sink_options" <<'SQL'
+\echo '--- install, and point the relay at the sink'
 CREATE EXTENSION outbox;
-SELECT outbox.configure_sink('kafka', jsonb_build_object('bootstrap.servers', :'bootstrap'));
+SELECT outbox.configure_sink(:'sink', :'options'::jsonb);
 CREATE TABLE orders (id bigint PRIMARY KEY, customer text NOT NULL, total numeric NOT NULL);
 
 \echo '--- an application role that may only enqueue (the README grant)'
@@ -80,18 +96,23 @@ SELECT outbox.enqueue('order', '3', 'OrderCreated', '{}', '{"retries": 3}');
 RESET ROLE;
 
 \echo '--- the relay was woken at each commit and delivered the events'
-DO $$ BEGIN
-  WHILE EXISTS (SELECT 1 FROM outbox.events WHERE published_at IS NULL) LOOP PERFORM pg_sleep(0.05); END LOOP;
+DO $$
+DECLARE
+  deadline timestamptz := clock_timestamp() + interval '30 seconds';
+BEGIN
+  WHILE EXISTS (SELECT 1 FROM outbox.events WHERE published_at IS NULL) LOOP
+    IF clock_timestamp() > deadline THEN
+      RAISE EXCEPTION 'events still unpublished after 30 s; the relay says: %',
+        (SELECT string_agg(coalesce(last_error, state), '; ') FROM outbox.status);
+    END IF;
+    PERFORM pg_sleep(0.05);
+  END LOOP;
 END $$;
 SELECT seq, id, aggregatetype, aggregateid, type, published_at - created_at AS delivered_after
   FROM outbox.events ORDER BY seq;
 SQL
 
-echo "--- read back from Kafka by an independent consumer (kcat): topic, partition, key, headers, value"
-for topic in outbox.event.order outbox.event.customer; do
-  kcat -b "$bootstrap" -C -t "$topic" -o beginning -e -q \
-    -f '%t [%p] key=%k headers=%h\n    %s\n'
-done
+"sink_read_$sink"
 
 psql_demo <<'SQL'
 \echo '--- outbox.status: the relay, and the lag (unpublished count and age of the oldest)'

@@ -20,6 +20,8 @@ packages=(
   openssl
   # bench/relay/relaybench.py, examples/python (TAP 024)
   python3-psycopg
+  # scripts/demo.sh --sink nats, bench/relay/sinks.sh: a JetStream server to deliver to
+  nats-server
 )
 # examples/node (TAP 024) and test/consumers (TAP 011, 030, 031; the demo and bench with the
 # http and nats sinks): Node.js and npm, from Debian unless some Node.js is there already

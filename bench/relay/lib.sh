@@ -105,13 +105,22 @@ relay_start() {
       cp "${RELAY_LIBS:-$libdir}/$f" "$BENCH_WORK/lib/$f"
       binds="$binds mount --bind '$BENCH_WORK/lib/$f' '$libdir/$f' &&"
     done
+    # The other sinks (http, nats, ...), where both the source and the installation have one.
+    for f in "$libdir"/outbox_sink_*.so; do
+      f=${f##*/}
+      case $f in outbox_sink_null.so | outbox_sink_kafka.so) continue ;; esac
+      [ -f "${RELAY_LIBS:-$libdir}/$f" ] || continue
+      cp "${RELAY_LIBS:-$libdir}/$f" "$BENCH_WORK/lib/$f"
+      binds="$binds mount --bind '$BENCH_WORK/lib/$f' '$libdir/$f' &&"
+    done
     chmod 755 "$BENCH_WORK/lib" "$BENCH_WORK"/lib/*.so
     # The mounts are made as root in the new namespace; the server started in it keeps them.
     RELAY_WRAPPER=(unshare --mount --propagation private sh -c "$binds exec \"\$@\"" sh)
     cluster_start "$BENCH_WORK" "${RELAY_WRAPPER[@]}" || return 1
     echo "   libraries: private snapshot (md5 outbox.so $(md5sum "$BENCH_WORK/lib/outbox.so" | cut -c1-8)," \
          "null $(md5sum "$BENCH_WORK/lib/outbox_sink_null.so" | cut -c1-8)," \
-         "kafka $(md5sum "$BENCH_WORK/lib/outbox_sink_kafka.so" | cut -c1-8)) of ${RELAY_LIBS:-$libdir}," \
+         "kafka $(md5sum "$BENCH_WORK/lib/outbox_sink_kafka.so" | cut -c1-8);" \
+         "$(cd "$BENCH_WORK/lib" && echo outbox_sink_*.so | sed 's/outbox_sink_\([a-z0-9_]*\)\.so/\1/g')) of ${RELAY_LIBS:-$libdir}," \
          "bind-mounted for this server only"
     RELAY_SO_MD5=""   # a make install elsewhere cannot reach this server
   else

@@ -11,6 +11,7 @@ Run by those scripts, against the throwaway cluster they start (RB_DSN), never o
   relaybench.py listen       a LISTEN session that consumes notifications (writers.sh)
   relaybench.py order        the balanced order of writers_alternating.sh's phases
   relaybench.py phases       the report of writers_alternating.sh (reads its files)
+  relaybench.py sinks        every sink: drain throughput and commit -> ack latency (sinks.sh)
 
 Timings are wall clock (time.time(), the same CLOCK_REALTIME the server's
 GetCurrentTimestamp() reads on this host), so client and server timestamps compare.
@@ -987,6 +988,223 @@ def backlog(args):
                 args.round, args.label, rate, t1 - t0, cpu, batches, first_ms, shares))
 
 
+# ---------------------------------------------------------------------------------------
+# sinks (sinks.sh): every sink, drained and at a steady rate, in one run
+
+
+def proc_ticks(pid):
+    """utime + stime of one process (clock ticks); None without a pid or when it is gone."""
+    return cpu_ticks([pid]) if pid else None
+
+
+def machine_ticks():
+    """(busy, total) clock ticks of all CPUs since boot, from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]
+    return sum(v) - idle, sum(v)
+
+
+def busy_pct(t0, t1):
+    """Percent of both cores busy between two machine_ticks() samples."""
+    return 100.0 * (t1[0] - t0[0]) / max(1, t1[1] - t0[1])
+
+
+def receiver_check(path, offset, n):
+    """Reads the webhook receiver's log (one JSON line per request) from byte offset on:
+    (requests, verified, distinct webhook-ids acknowledged, new offset). n: the events expected."""
+    requests = verified = 0
+    acked = set()
+    with open(path, "rb") as f:
+        f.seek(offset)
+        for line in f:
+            if not line.strip():
+                continue
+            r = json.loads(line)
+            requests += 1
+            verified += 1 if r.get("verified") else 0
+            if 200 <= r.get("status_returned", 0) < 300:
+                acked.add(r.get("webhook_id"))
+        end = f.tell()
+    return requests, verified, len(acked), end
+
+
+def sinks(args):
+    """Per sink: (a) drain --rows events enqueued while no sink is configured, timed from the
+    commit of configure_sink() until no event is unpublished; (b) one writer at --rate
+    commits/s for --seconds, latency = published_at - the moment COMMIT returned. Variants in
+    a rotated order per round; medians of the rounds."""
+    a = Admin()
+    a.ex("SELECT outbox.unconfigure_sink()")
+    wait_unconfigured(a)
+    variants = [("null", "null", {}, None)]
+    variants.append(("kafka", "kafka", {"bootstrap.servers": args.bootstrap}, args.mock_pid))
+    variants.append(("http", "http", {"url": args.http_url, "secret_file": args.http_secret_file},
+                     args.receiver_pid))
+    if args.nats_url:
+        variants.append(("nats", "nats", {"servers": args.nats_url}, args.nats_pid))
+    names = [v[0] for v in variants]
+    by_name = {v[0]: v for v in variants}
+    hz = os.sysconf("SC_CLK_TCK")
+    drains = {k: [] for k in names}
+    lats = {k: [] for k in names}
+    log_offset = 0
+    if args.receiver_log and os.path.exists(args.receiver_log):
+        log_offset = os.path.getsize(args.receiver_log)
+    nats_total = 0
+    n = args.rows
+
+    def drain(key):
+        nonlocal log_offset, nats_total
+        _, sink, options, peer = by_name[key]
+        a.ex("TRUNCATE outbox.events")
+        a.ex("SELECT count(outbox.enqueue('order', (g %% 100000 + 1)::text, 'OrderPlaced', %s)) "
+             "FROM generate_series(1, %d) g" % (PAYLOAD_SQL, n))
+        a.ex("ANALYZE outbox.events")
+        a.ex("CHECKPOINT")
+        w0 = wait_unconfigured(a)
+        pids = [r[0] for r in w0]
+        cpu0, peer0, m0 = cpu_ticks(pids), proc_ticks(peer), machine_ticks()
+        sent0 = sum(r[3] for r in w0)
+        a.configure(sink, options)
+        t0 = time.time()  # the configuring transaction has committed (autocommit)
+        deadline = t0 + args.timeout
+        looked = t0
+        t1 = None
+        while time.time() < deadline:
+            time.sleep(0.005)
+            now = time.time()
+            if sum(r[3] for r in relay_rows(a)) - sent0 >= n or now - looked >= 1.0:
+                looked = now
+                if a.unpublished() == 0:
+                    t1 = time.time()
+                    break
+        w1 = relay_rows(a)
+        cpu1, peer1, m1 = cpu_ticks(pids), proc_ticks(peer), machine_ticks()
+        left = a.unpublished()
+        first = a.q1("SELECT extract(epoch FROM min(published_at))::float8 FROM outbox.events")
+        a.ex("SELECT outbox.unconfigure_sink()")
+        wait_unconfigured(a)
+        failed = sum(r[4] for r in w1) - sum(r[4] for r in w0)
+        batches = sum(r[2] for r in w1) - sum(r[2] for r in w0)
+        if t1 is None:
+            out("      drain   %-6s TIMEOUT after %.0f s: %d of %d left unpublished" % (key, args.timeout, left, n))
+            drains[key].append(None)
+            return
+        secs = t1 - t0
+        row = {"rate": n / secs, "secs": secs,
+               "relay": 100.0 * (cpu1 - cpu0) / hz / secs if cpu0 is not None and cpu1 is not None else float("nan"),
+               "peer": 100.0 * (peer1 - peer0) / hz / secs if peer0 is not None and peer1 is not None else None,
+               "first_ms": 1000 * (first - t0) if first is not None else float("nan")}
+        drains[key].append(row)
+        more = ""
+        if key == "http" and args.receiver_log:
+            req, ver, acked, log_offset = receiver_check(args.receiver_log, log_offset, n)
+            more = "; receiver: %d requests, %d verified, %d ids acknowledged" % (req, ver, acked)
+            if ver != req or acked != n:
+                more += "  WARNING: not every event was acknowledged once with a valid signature"
+        if key == "nats":
+            nats_total += n
+        out("      drain   %-6s %7d events in %6.2f s = %8.0f events/s  first %5.1f ms  %4d batches  machine busy %3.0f %%"
+            "  relay CPU %3.0f %%%s%s" % (key, n, secs, row["rate"], row["first_ms"], batches, busy_pct(m0, m1), row["relay"],
+                      "  %s CPU %3.0f %%" % (args.peer_name.get(key, "peer"), row["peer"]) if row["peer"] is not None else "",
+                      more))
+        if failed or left:
+            out("      WARNING: %d failed, %d left unpublished" % (failed, left))
+
+    def latency_run(key, r):
+        nonlocal log_offset, nats_total
+        _, sink, options, peer = by_name[key]
+        aggtype = "lat_r%d_%s" % (r + 1, key)
+        a.configure(sink, options)
+        a.wait_drained(30)
+        peer0, m0 = proc_ticks(peer), machine_ticks()
+        t0 = time.time()
+        rec, rate, late = write_events(args.rate, args.seconds, args.warmup, aggtype, True, seed=r)
+        if not a.wait_drained(60):
+            out("      WARNING: %s: events still unpublished after 60 s" % key)
+        peer1, m1 = proc_ticks(peer), machine_ticks()
+        secs = time.time() - t0
+        pub = dict(a.c.execute(
+            "SELECT id::text, extract(epoch FROM published_at)::float8 FROM outbox.events "
+            "WHERE aggregatetype = %s AND published_at IS NOT NULL", (aggtype,)).fetchall())
+        total = a.q1("SELECT count(*) FROM outbox.events WHERE aggregatetype = %s", (aggtype,))
+        a.ex("SELECT outbox.unconfigure_sink()")
+        wait_unconfigured(a)
+        lat = [1000 * (pub[i] - ta) for i, tb, ta in rec if i in pub]
+        row = {"p50": pct(lat, 50), "p99": pct(lat, 99), "max": max(lat) if lat else float("nan"),
+               "peer": 100.0 * (peer1 - peer0) / hz / secs if peer0 is not None and peer1 is not None else None}
+        lats[key].append(row)
+        more = ""
+        if key == "http" and args.receiver_log:
+            req, ver, acked, log_offset = receiver_check(args.receiver_log, log_offset, total)
+            more = "; receiver: %d requests, %d verified" % (req, ver)
+            if ver != req or acked != total:
+                more += "  WARNING: not every event was acknowledged once with a valid signature"
+        if key == "nats":
+            nats_total += total
+        out("      latency %-6s %5d events at %5.1f/s: p50 %7.3f ms  p99 %7.3f ms  max %7.2f ms  machine busy %3.0f %%%s%s" % (
+            key, len(lat), rate, row["p50"], row["p99"], row["max"], busy_pct(m0, m1),
+            "  %s CPU %3.0f %%" % (args.peer_name.get(key, "peer"), row["peer"]) if row["peer"] is not None else "",
+            more))
+        if late:
+            out("      (%d of the writer's commits started more than 5 ms late: the machine was busy)" % late)
+
+    out("   warm-up (not counted): one drain of %d events per sink" % min(n, 10000))
+    full = n
+    n = min(full, 10000)
+    for key in names:
+        drain(key)
+    for key in names:
+        drains[key] = []
+    n = full
+    for r in range(args.rounds):
+        out("   round %d/%d:" % (r + 1, args.rounds))
+        for key in balanced_order(names, r):
+            drain(key)
+        for key in balanced_order(names, r):
+            latency_run(key, r)
+
+    if args.nats_url and args.nats_count_cmd:
+        got = subprocess.run(args.nats_count_cmd, shell=True, capture_output=True, text=True)
+        # The warm-up's events are in the stream too.
+        stored = got.stdout.strip()
+        out("   nats: the stream holds %s messages; %d events published to nats in the counted runs (+%d in the"
+            " warm-up)" % (stored or "?(%s)" % got.stderr.strip(), nats_total, min(full, 10000)))
+
+    def cell(v, fmt):
+        return fmt % v if v is not None and v == v else "-"
+
+    out()
+    out("-- results: medians of %d rounds; drain: %d events enqueued with no sink configured, timed from the"
+        % (args.rounds, full))
+    out("   commit of configure_sink() until none is unpublished; ratio: median of the per-round ratios to")
+    out("   the null sink; latency: published_at - COMMIT returned in the writer, %d s at %g commits/s per"
+        % (args.seconds, args.rate))
+    out("   round (median of the rounds' p50 / p99); CPU: % of one core over the drain (relay: its worker;")
+    out("   receiver: the process the sink sends to)")
+    out()
+    out("| sink | drain events/s | ratio to null | latency p50 ms | p99 ms | relay CPU (drain) | receiver | receiver CPU (drain) | receiver CPU (200/s) |")
+    out("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |")
+    for key in names:
+        d = [x for x in drains[key] if x]
+        nulls = drains["null"]
+        ratios = [x["rate"] / y["rate"] for x, y in zip(drains[key], nulls) if x and y]
+        lt = lats[key]
+        peer_d = [x["peer"] for x in d if x["peer"] is not None]
+        peer_l = [x["peer"] for x in lt if x["peer"] is not None]
+        out("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            key, "{:,.0f}".format(med([x["rate"] for x in d])) if d else "-",
+            cell(med(ratios), "%.2f") if ratios else "-",
+            cell(med([x["p50"] for x in lt]), "%.3f"), cell(med([x["p99"] for x in lt]), "%.3f"),
+            cell(med([x["relay"] for x in d]), "%.0f %%"),
+            args.peer_name.get(key, "-"),
+            cell(med(peer_d), "%.0f %%") if peer_d else "-",
+            cell(med(peer_l), "%.1f %%") if peer_l else "-"))
+    if not args.nats_url:
+        out("nats: skipped (no outbox_sink_nats.so)")
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -1039,6 +1257,24 @@ def main():
     od.add_argument("--labels", required=True, help="comma-separated")
     od.add_argument("--cycles", type=int, required=True)
     od.set_defaults(func=print_order)
+    sk = sub.add_parser("sinks")
+    sk.add_argument("--bootstrap", required=True)
+    sk.add_argument("--http-url", required=True)
+    sk.add_argument("--http-secret-file", required=True)
+    sk.add_argument("--nats-url", default="")
+    sk.add_argument("--nats-count-cmd", default="", help="a shell command printing the stream's message count")
+    sk.add_argument("--mock-pid", type=int, default=0)
+    sk.add_argument("--receiver-pid", type=int, default=0)
+    sk.add_argument("--receiver-log", default="")
+    sk.add_argument("--nats-pid", type=int, default=0)
+    sk.add_argument("--rounds", type=int, default=3)
+    sk.add_argument("--rows", type=int, default=100000)
+    sk.add_argument("--rate", type=float, default=200)
+    sk.add_argument("--seconds", type=float, default=15)
+    sk.add_argument("--warmup", type=float, default=1)
+    sk.add_argument("--timeout", type=float, default=600)
+    sk.set_defaults(func=sinks, peer_name={"kafka": "Kafka mock", "http": "webhook_receiver.js (node)",
+                                          "nats": "nats-server"})
     ph = sub.add_parser("phases")
     ph.add_argument("--switches", required=True)
     ph.add_argument("--seconds", required=True)
