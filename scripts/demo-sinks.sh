@@ -91,7 +91,7 @@ sink_read_http() {
 }
 
 # --- nats: nats-server with JetStream, a stream on outbox.event.> made with the nats npm
-# package (scripts/nats-stream.js), which also reads the messages back.
+# package (test/consumers/nats_stream.js), which also reads the messages back.
 sink_start_nats() {
   if [ ! -f "$("$PG_CONFIG" --pkglibdir)/outbox_sink_nats.so" ]; then
     echo "outbox demo: outbox_sink_nats.so not installed in $("$PG_CONFIG" --pkglibdir) (this build has no NATS sink)" >&2
@@ -113,12 +113,12 @@ sink_start_nats() {
 nats_stream() {
   local command=$1
   shift
-  NODE_PATH="$work/consumers/node_modules" node scripts/nats-stream.js "$command" "$nats_url" "$@"
+  node "$work/consumers/nats_stream.js" "$command" "$nats_url" "$@"
 }
 
 sink_read_nats() {
   echo "--- read back from the JetStream stream OUTBOX by an independent consumer (the nats npm"
-  echo "    package): sequence, subject, Nats-Msg-Id (the event id), headers, data"
+  echo "    package): sequence, subject, headers (Nats-Msg-Id is the event id), data"
   nats_stream read OUTBOX
 }
 

@@ -13,15 +13,13 @@ packages=(
   postgresql-15
   # tests: pg_stat_statements (TAP 018; pgstattuple for bench/), pg_cron (TAP 001),
   # IPC::Run (TAP), kcat (reads Kafka topics back), unit tests, make format-check,
-  # nats-server (the NATS sink's unit and TAP tests, the demo)
+  # nats-server (the NATS sink's unit and TAP tests, demo.sh --sink nats, bench/relay/sinks.sh)
   postgresql-contrib postgresql-15-cron libipc-run-perl kcat libgtest-dev clang-format
   nats-server
   # TAP 031: the receiver's self-signed certificate
   openssl
   # bench/relay/relaybench.py, examples/python (TAP 024)
   python3-psycopg
-  # scripts/demo.sh --sink nats, bench/relay/sinks.sh: a JetStream server to deliver to
-  nats-server
 )
 # examples/node (TAP 024) and test/consumers (TAP 011, 030, 031; the demo and bench with the
 # http and nats sinks): Node.js and npm, from Debian unless some Node.js is there already

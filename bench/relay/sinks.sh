@@ -14,7 +14,7 @@
 #           a file under outbox.sink_files_directory. The receiver's CPU is in the table: on
 #           2 cores it competes with the server for the CPU.
 #   nats    nats-server -js (file storage in the work directory), a stream "OUTBOX" on
-#           outbox.event.> made with the nats npm package (scripts/nats-stream.js);
+#           outbox.event.> made with the nats npm package (test/consumers/nats_stream.js);
 #           {"servers"}, the default subject template outbox.event.${aggregatetype}, and
 #           Nats-Msg-Id = event id (a 2-minute duplicate window, the server's default).
 #           Runs only when outbox_sink_nats.so is installed; otherwise "nats: skipped".
@@ -101,9 +101,9 @@ nats_start() {
   echo "   $(nats-server --version) $NATS_URL (pid $NATS_PID), stream OUTBOX on outbox.event.>"
 }
 
-# nats_stream COMMAND URL STREAM [SUBJECTS]: scripts/nats-stream.js with the copy's packages.
+# nats_stream COMMAND URL STREAM [SUBJECTS]: test/consumers/nats_stream.js, in the copy.
 nats_stream() {
-  NODE_PATH="$BENCH_WORK/consumers/node_modules" node "$BENCH_REPO/scripts/nats-stream.js" "$@"
+  node "$BENCH_WORK/consumers/nats_stream.js" "$@"
 }
 
 relay_header "sinks: drain throughput and commit -> ack latency of every sink, default settings"

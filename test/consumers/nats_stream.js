@@ -1,5 +1,8 @@
-// An independent JetStream client for the TAP tests (the nats package, not outbox's code).
-//   node nats_stream.js add  <url> <stream> <subject,...> <duplicate_window_ms>
+// An independent JetStream client (the nats package, not outbox's code), for the TAP tests,
+// scripts/demo.sh --sink nats and bench/relay/sinks.sh.
+//   node nats_stream.js add  <url> <stream> <subject,...> [duplicate_window_ms]
+//                                             (default window: the server's, 2 minutes)
+//   node nats_stream.js count <url> <stream>  how many messages the stream holds
 //   node nats_stream.js read <url> <stream>   one JSON line per stored message, in sequence
 //                                             order: {seq, subject, headers: {name: [values]}, data}
 //   node nats_stream.js ce   <url> <stream>   one JSON line per message as the cloudevents SDK
@@ -29,13 +32,23 @@ async function stored(jsm, stream) {
 async function main() {
   const [command, url, stream, subjects, window] = process.argv.slice(2);
   const nc = await connect({ servers: url });
-  const jsm = await nc.jetstreamManager();
+  // A server just started may not have JetStream ready: jetstreamManager() asks for the
+  // account's info, and is tried again for 10 s.
+  let jsm;
+  for (const deadline = Date.now() + 10000; !jsm;) {
+    try {
+      jsm = await nc.jetstreamManager();
+    } catch (e) {
+      if (Date.now() > deadline) throw e;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
   if (command === 'add') {
-    await jsm.streams.add({
-      name: stream,
-      subjects: subjects.split(','),
-      duplicate_window: nanos(Number(window)),
-    });
+    const config = { name: stream, subjects: subjects.split(',') };
+    if (window) config.duplicate_window = nanos(Number(window));
+    await jsm.streams.add(config);
+  } else if (command === 'count') {
+    process.stdout.write(`${(await jsm.streams.info(stream)).state.messages}\n`);
   } else if (command === 'read') {
     for (const m of await stored(jsm, stream)) process.stdout.write(JSON.stringify(m) + '\n');
   } else if (command === 'ce') {
