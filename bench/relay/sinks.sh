@@ -20,7 +20,7 @@
 #           Runs only when outbox_sink_nats.so is installed; otherwise "nats: skipped".
 # Settings are the ones a user would have: every outbox.* setting and every sink option at
 # its default (batch 1000, wake at commit, 1 relay worker, http max_concurrency 8, Kafka
-# linger.ms 5); the server as in every relay benchmark (bench/relay/lib.sh: fsync and
+# linger.ms 1, the sink's default); the server as in every relay benchmark (bench/relay/lib.sh: fsync and
 # synchronous_commit on, shared_buffers 512MB) plus autovacuum off (each drain starts from a
 # TRUNCATE).
 #
