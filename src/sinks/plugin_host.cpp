@@ -77,10 +77,8 @@ class HostedSink final : public Sink {
     for (const auto& [key, value] : resolved) options.push_back({key.c_str(), value.c_str()});
     char error[OUTBOX_SINK_ERROR_SIZE] = "";
     void* state = nullptr;
-    const int status = call([&] {
-      return callbacks_.create(options.data(), options.size(), &host_, &state, error,
-                               sizeof(error));
-    });
+    const int status =
+        callbacks_.create(options.data(), options.size(), &host_, &state, error, sizeof(error));
     if (status == OUTBOX_SINK_OK) {
       state_ = state;
       return;
@@ -161,25 +159,22 @@ class HostedSink final : public Sink {
         std::vector<LogLine>* lines;
         const HostedSink* self;
       } collector{&lines, this};
-      call([&] {
-        callbacks_.take_log(
-            state_,
-            [](void* context, int level, const char* text) {
-              auto* c = static_cast<Collector*>(context);
-              c->lines->push_back({level < 0   ? 0
-                                   : level > 7 ? 7
-                                               : level,
-                                   c->self->shown(text, OUTBOX_SINK_ERROR_SIZE * 8)});
-            },
-            &collector);
-        return 0;
-      });
+      callbacks_.take_log(
+          state_,
+          [](void* context, int level, const char* text) {
+            auto* c = static_cast<Collector*>(context);
+            c->lines->push_back({level < 0   ? 0
+                                 : level > 7 ? 7
+                                             : level,
+                                 c->self->shown(text, OUTBOX_SINK_ERROR_SIZE * 8)});
+          },
+          &collector);
     }
     return lines;
   }
 
  private:
-  // Runs a callback with the calling thread known, for keep_waiting()'s check.
+  // Runs start() or finish() with the calling thread known: keep_waiting() answers only there.
   template <typename F>
   int call(F&& f) {
     caller_.store(std::this_thread::get_id());

@@ -20,6 +20,7 @@ struct Behaviour {
   int32_t delivery = OUTBOX_DELIVERY_ACKED;
   bool leave_outcome = false;  // leaves the last message's outcome unset
   bool wait_from_other_thread = false;
+  bool wait_in_create = false;
   bool unterminated_error = false;  // fills the error buffer without a NUL
   int destroyed = 0;
   int waits_seen = -1;
@@ -31,6 +32,7 @@ const OutboxSinkHost* the_host = nullptr;
 int test_create(const OutboxSinkOption* options, size_t count, const OutboxSinkHost* host,
                 void** state, char* error, size_t error_size) {
   the_host = host;
+  if (behaviour.wait_in_create) behaviour.waits_seen = host->keep_waiting(host->context, "");
   for (size_t i = 0; i < count; ++i) {
     if (std::strcmp(options[i].name, "password") == 0) behaviour.password = options[i].value;
   }
@@ -254,6 +256,17 @@ TEST_F(PluginHostTest, KeepWaitingFromAnotherThreadIsRefused) {
   EXPECT_NE(lines[0].text.find("keep_waiting()"), std::string::npos);
   // From the thread inside start(), it answers.
   EXPECT_EQ(out[0].delivery, Delivery::kAcked);
+}
+
+TEST_F(PluginHostTest, KeepWaitingOutsideABatchIsRefused) {
+  OutboxSinkCallbacks t = good_table();
+  PluginHost host(&t, "test");
+  behaviour.wait_in_create = true;
+  auto sink = host.create({});
+  EXPECT_EQ(behaviour.waits_seen, 0);
+  auto lines = sink->take_log();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].text.find("outside start() or finish()"), std::string::npos);
 }
 
 // The values of options declared secret never leave the host, whatever the sink writes: its
