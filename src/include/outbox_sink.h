@@ -28,8 +28,8 @@
  *    with the worker's normal mask: a sink that starts a thread inside them must block every
  *    signal in that thread first (pthread_sigmask before pthread_create, restored after).
  *  - host->keep_waiting() may be called only on the thread that is inside start() or
- *    finish(). A call from any other thread is refused (it returns 0 and the relay reports
- *    the broken rule).
+ *    finish(), while it is there. Any other call (another thread, or from create(),
+ *    take_log() or destroy()) is refused: it returns 0 and the relay reports the broken rule.
  *  - A sink's own threads may write a started batch's outcomes until finish() returns for
  *    that batch (see start()).
  *  - A sink never writes to stdout or stderr: log lines go through take_log().
