@@ -135,7 +135,12 @@ typedef enum OutboxSinkOptionKind {
    * that others cannot read or write, at most 64 KiB. create() receives <name> = its content
    * (one trailing newline stripped). Never shown in outbox.status, logs or errors.
    */
-  OUTBOX_OPTION_SECRET = 4
+  OUTBOX_OPTION_SECRET = 4,
+  /*
+   * A file like OUTBOX_OPTION_FILE that holds key material (a private key, a credentials
+   * file): it must also not be readable or writable by others. create() receives its path.
+   */
+  OUTBOX_OPTION_PRIVATE_FILE = 5
 } OutboxSinkOptionKind;
 
 typedef struct OutboxSinkOptionSpec {

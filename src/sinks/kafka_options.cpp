@@ -14,6 +14,7 @@ constexpr OptionKind kInteger = OptionKind::kInteger;
 constexpr OptionKind kBoolean = OptionKind::kBoolean;
 constexpr OptionKind kFile = OptionKind::kFile;
 constexpr OptionKind kSecret = OptionKind::kSecret;
+constexpr OptionKind kPrivateFile = OptionKind::kPrivateFile;
 }  // namespace
 
 // Keep docs/sink-options.md in step: a unit test fails when an option is missing there.
@@ -105,10 +106,10 @@ const OptionSpec kKafkaOptions[] = {
     {"ssl.crl.location", kFile, "certificate revocation list"},
     {"ssl.certificate.location", kFile, "client certificate (PEM)"},
     {"ssl.certificate.pem", kText, "client certificate, PEM text"},
-    {"ssl.key.location", kFile, "client private key (PEM)"},
+    {"ssl.key.location", kPrivateFile, "client private key (PEM)"},
     {"ssl.key.password", kSecret, "passphrase of the client private key"},
     {"ssl.key.pem", kSecret, "client private key, PEM text"},
-    {"ssl.keystore.location", kFile, "client keystore (PKCS#12)"},
+    {"ssl.keystore.location", kPrivateFile, "client keystore (PKCS#12)"},
     {"ssl.keystore.password", kSecret, "password of the client keystore"},
     {"enable.ssl.certificate.verification", kBoolean, "verify the brokers' certificates"},
     {"ssl.endpoint.identification.algorithm", kText,

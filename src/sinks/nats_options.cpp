@@ -17,7 +17,7 @@ const OptionSpec kNatsOptions[] = {
     {"user", OptionKind::kText, "user name (with password)"},
     {"password", OptionKind::kSecret, "password of user"},
     {"token", OptionKind::kSecret, "authentication token"},
-    {"creds", OptionKind::kFile, "NATS credentials file (user JWT and NKey seed)"},
+    {"creds", OptionKind::kPrivateFile, "NATS credentials file (user JWT and NKey seed)"},
     {"tls.ca_file", OptionKind::kFile,
      "CA certificates (PEM) that verify the servers; implies TLS"},
     {"stream", OptionKind::kText,

@@ -78,7 +78,7 @@ void check_value(std::string_view sink, const OptionSpec& spec, std::string_view
   if (ends_with(name, kSecretFileSuffix)) {
     const std::string_view base = name.substr(0, name.size() - kSecretFileSuffix.size());
     if (const OptionSpec* spec = table.find(base)) {
-      hint = spec->kind == OptionKind::kFile
+      hint = spec->kind == OptionKind::kFile || spec->kind == OptionKind::kPrivateFile
                  ? "Option " + quoted(base) + " names a file itself: give " + quoted(base) + "."
                  : "Option " + quoted(base) + " is not a secret: give its value as " +
                        quoted(base) + ".";
@@ -217,6 +217,30 @@ struct Fd {
   }
 };
 
+// Refuses a secret or private file that other users of the machine may read or write.
+void check_private(std::string_view sink, std::string_view name, const struct stat& st,
+                   const char* what) {
+  if ((st.st_mode & 007) == 0) return;
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  throw OptionError(about(sink, name) + ": the " + what + " is readable or writable by other " +
+                        "users (mode " + mode + ")",
+                    "chmod 600 (or 640) the file, owned by the server's operating system "
+                    "user: a secret must not be readable by other users of the machine.");
+}
+
+// The path of the private file that option `name` names (kPrivateFile).
+std::string resolve_private_file(std::string_view sink, std::string_view name,
+                                 const std::string& value, const std::string& directory) {
+  std::string path = resolve_file(sink, name, value, directory);
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    throw OptionError(about(sink, name) + ": the file cannot be read: " + std::strerror(errno), {});
+  }
+  check_private(sink, name, st, "private file");
+  return path;
+}
+
 // The content of the secret file that option `name` (<secret>_file) names.
 std::string read_secret(std::string_view sink, std::string_view name, const std::string& value,
                         const std::string& directory) {
@@ -229,14 +253,7 @@ std::string read_secret(std::string_view sink, std::string_view name, const std:
   if (!S_ISREG(st.st_mode)) {
     throw OptionError(about(sink, name) + " does not name a regular file", kInsideHint);
   }
-  if ((st.st_mode & 007) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    throw OptionError(about(sink, name) + ": the secret file is readable or writable by other " +
-                          "users (mode " + mode + ")",
-                      "chmod 600 (or 640) the file, owned by the server's operating system "
-                      "user: a secret must not be readable by other users of the machine.");
-  }
+  check_private(sink, name, st, "secret file");
   std::string content;
   char buf[8192];
   for (;;) {
@@ -297,6 +314,9 @@ Options resolve_options(std::string_view sink, const OptionTable& table, const O
                                 quoted(name + std::string(kSecretFileSuffix)) + ".");
         case OptionKind::kFile:
           out.emplace_back(name, resolve_file(sink, name, value, files_directory));
+          break;
+        case OptionKind::kPrivateFile:
+          out.emplace_back(name, resolve_private_file(sink, name, value, files_directory));
           break;
         default:
           check_value(sink, *spec, value);

@@ -346,7 +346,7 @@ PluginHost::PluginHost(const OutboxSinkCallbacks* table, std::string_view name) 
       throw ConfigError(library + " declares option " + std::to_string(i) +
                         " with an invalid or repeated name");
     }
-    if (spec.kind < OUTBOX_OPTION_TEXT || spec.kind > OUTBOX_OPTION_SECRET) {
+    if (spec.kind < OUTBOX_OPTION_TEXT || spec.kind > OUTBOX_OPTION_PRIVATE_FILE) {
       throw ConfigError(library + " declares option \"" + spec.name + "\" with the unknown kind " +
                         std::to_string(spec.kind));
     }

@@ -87,6 +87,9 @@ enum class OptionKind : std::int32_t {
   // readable or writable by others (mode & 007 == 0), at most 64 KiB. The sink receives
   // <name> = its content, one trailing newline stripped. Never shown, logged or echoed.
   kSecret = OUTBOX_OPTION_SECRET,
+  // A kFile holding key material (a private key, a credentials file): it must also not be
+  // readable or writable by others (mode & 007 == 0). The sink receives its path.
+  kPrivateFile = OUTBOX_OPTION_PRIVATE_FILE,
 };
 
 struct OptionSpec {

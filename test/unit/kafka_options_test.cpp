@@ -127,10 +127,14 @@ TEST(KafkaOptions, RefusesConsumerTestAndHiddenProperties) {
 }
 
 TEST(KafkaOptions, KindsOfFilesAndSecrets) {
-  for (const char* name : {"ssl.ca.location", "ssl.certificate.location", "ssl.key.location",
-                           "ssl.crl.location", "ssl.keystore.location"}) {
+  for (const char* name : {"ssl.ca.location", "ssl.certificate.location", "ssl.crl.location"}) {
     ASSERT_NE(kTable.find(name), nullptr) << name;
     EXPECT_EQ(kTable.find(name)->kind, OptionKind::kFile) << name;
+  }
+  // Key material: files that others must not read.
+  for (const char* name : {"ssl.key.location", "ssl.keystore.location"}) {
+    ASSERT_NE(kTable.find(name), nullptr) << name;
+    EXPECT_EQ(kTable.find(name)->kind, OptionKind::kPrivateFile) << name;
   }
   for (const char* name :
        {"sasl.password", "ssl.key.password", "ssl.keystore.password", "ssl.key.pem",

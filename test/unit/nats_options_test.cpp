@@ -129,7 +129,7 @@ TEST(NatsOptions, EveryOptionHasAKindAndADescription) {
   const OptionTable table{kNatsOptions, kNatsOptionCount};
   EXPECT_EQ(table.find("password")->kind, OptionKind::kSecret);
   EXPECT_EQ(table.find("token")->kind, OptionKind::kSecret);
-  EXPECT_EQ(table.find("creds")->kind, OptionKind::kFile);
+  EXPECT_EQ(table.find("creds")->kind, OptionKind::kPrivateFile);
   EXPECT_EQ(table.find("tls.ca_file")->kind, OptionKind::kFile);
   EXPECT_EQ(table.find("max_pending")->kind, OptionKind::kInteger);
   EXPECT_EQ(table.find("cloudevents")->kind, OptionKind::kBoolean);

@@ -24,6 +24,7 @@ const OptionSpec kSpecs[] = {
     {"fast", OptionKind::kBoolean, "a flag"},
     {"ca.location", OptionKind::kFile, "a file"},
     {"password", OptionKind::kSecret, "a secret"},
+    {"key.location", OptionKind::kPrivateFile, "a private key"},
 };
 const OptionTable kTable{kSpecs, std::size(kSpecs)};
 constexpr const char* kSecretValue = "hunter2-correct-horse";
@@ -232,6 +233,23 @@ TEST_F(OptionRules, SecretsComeFromFiles) {
   write(dir_ + "/bigger", std::string(kMaxSecretBytes + 1, 'x'), 0600);
   EXPECT_EQ(refusal({{"password_file", "bigger"}}),
             "sink \"kafka\": option \"password_file\": the secret file is larger than 64 KiB");
+}
+
+// A private file (a key, a credentials file) is given by path, like a file, and must be as
+// private as a secret file.
+TEST_F(OptionRules, PrivateFilesMustBePrivate) {
+  write(dir_ + "/kafka/client.key", "KEY", 0600);
+  EXPECT_EQ(resolved({{"key.location", "kafka/client.key"}}),
+            (Options{{"key.location", dir_ + "/kafka/client.key"}}));
+  for (mode_t mode : {0604, 0644}) {
+    write(dir_ + "/kafka/open.key", "KEY", mode);
+    const std::string e = refusal({{"key.location", "kafka/open.key"}});
+    EXPECT_NE(e.find("the private file is readable or writable by other users (mode 0"),
+              std::string::npos)
+        << e;
+    EXPECT_NE(last_hint_.find("chmod 600 (or 640)"), std::string::npos) << last_hint_;
+  }
+  EXPECT_NE(refusal({{"key.location", "../outside.pem"}}).find("outside"), std::string::npos);
 }
 
 TEST_F(OptionRules, SecretFilesMustBePrivate) {

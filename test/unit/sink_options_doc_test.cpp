@@ -58,6 +58,8 @@ const char* kind_word(OptionKind kind) {
       return "boolean";
     case OptionKind::kFile:
       return "file";
+    case OptionKind::kPrivateFile:
+      return "private file";
     case OptionKind::kSecret:
       return "secret";
   }
