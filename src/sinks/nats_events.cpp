@@ -142,7 +142,8 @@ void NatsSink::acked(natsMsg* msg, const jsPubAck* pa, const jsPubAckErr* pae) n
         settle(i, Outcome{classify(pae->Err, pae->ErrCode), std::move(error)});
       }
     }
-    changed_.notify_all();
+    // Only the last outcome ends send()'s wait: no wake-up (two context switches) per PubAck.
+    if (pending_ == 0) changed_.notify_all();
   } catch (...) {
     // Out of memory: the message stays pending until the deadline.
   }

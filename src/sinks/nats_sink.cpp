@@ -1,6 +1,7 @@
 #include "sinks/nats_sink.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <unordered_set>
 #include <utility>
 
@@ -192,33 +193,38 @@ bool NatsSink::wait_connected(Clock::time_point deadline, bool& abandoned) {
 
 natsStatus NatsSink::publish(const Message& m, std::size_t i, const std::string& subject,
                              Clock::time_point deadline, std::chrono::milliseconds timeout,
-                             bool& abandoned) {
+                             std::optional<SignalsBlocked>& blocked, bool& abandoned) {
   natsMsg* msg = nullptr;
   natsStatus s = natsMsg_Create(&msg, subject.c_str(), nullptr, m.payload.data(),
                                 static_cast<int>(m.payload.size()));
   if (s != NATS_OK) return s;
-  const auto add = [&](const std::string& name, std::string_view value) {
-    if (s == NATS_OK) s = natsMsgHeader_Add(msg, name.c_str(), std::string(value).c_str());
+  // cnats copies names and values; the NUL-terminated copies reuse two buffers (no
+  // allocation per header once they are large enough).
+  const auto add = [&](std::string_view name, std::string_view value) {
+    if (s != NATS_OK) return;
+    name_buf_.assign(name);
+    value_buf_.assign(value);
+    s = natsMsgHeader_Add(msg, name_buf_.c_str(), value_buf_.c_str());
   };
   add("id", m.id);
   add("type", m.type);
   add("aggregatetype", m.aggregatetype);
   add("aggregateid", m.aggregateid);
-  for (const auto& [name, value] : m.headers) add(std::string(name), value);
+  for (const auto& [name, value] : m.headers) add(name, value);
   if (settings_.cloudevents.enabled) {
     for (const auto& [name, value] : cloudevents::attributes(m, settings_.cloudevents.source)) {
       add("ce-" + name, value);
       if (name == "datacontenttype") add("Content-Type", value);
     }
   }
-  const std::string id(m.id);
+  id_buf_.assign(m.id);
   jsPubOptions po;
   if (s == NATS_OK) s = jsPubOptions_Init(&po);
   if (s != NATS_OK) {
     natsMsg_Destroy(msg);
     return s;
   }
-  po.MsgId = id.c_str();  // the Nats-Msg-Id header
+  po.MsgId = id_buf_.c_str();  // the Nats-Msg-Id header
   if (!settings_.stream.empty()) po.ExpectStream = settings_.stream.c_str();
   // cnats forgets an unanswered publish after this (its PubAck handler sees a timeout): a
   // second after send()'s deadline, so that send() reports the wait it timed out itself.
@@ -230,10 +236,10 @@ natsStatus NatsSink::publish(const Message& m, std::size_t i, const std::string&
     in_flight_[key] = i;  // before: the PubAck may come before js_PublishMsgAsync returns
   }
   for (;;) {
-    {
-      SignalsBlocked blocked;
-      s = js_PublishMsgAsync(js_, &msg, &po);
-    }
+    // Signals stay blocked across the publishes of a batch (two syscalls a message saved);
+    // unblocked before the observer is asked, so that it sees pending interrupts.
+    if (!blocked) blocked.emplace();
+    s = js_PublishMsgAsync(js_, &msg, &po);
     // NATS_TIMEOUT with the message still ours: max_pending were unanswered for StallWait.
     if (s != NATS_TIMEOUT || msg == nullptr || Clock::now() >= deadline) break;
     std::string error;
@@ -241,6 +247,7 @@ natsStatus NatsSink::publish(const Message& m, std::size_t i, const std::string&
       std::lock_guard<std::mutex> lock(mu_);
       error = last_error_;
     }
+    blocked.reset();
     if (!keep_waiting(error)) {
       abandoned = true;
       break;
@@ -287,6 +294,7 @@ void NatsSink::send(const std::vector<Message>& messages, std::vector<Outcome>& 
                    : "not connected to NATS within " + std::to_string(timeout.count()) + " ms";
   }
   FailedKeys failed;
+  std::optional<SignalsBlocked> blocked;  // see publish()
   std::string subject;
   std::string error;
   for (std::size_t i = 0; i < messages.size() && not_sent.empty(); ++i) {
@@ -300,7 +308,7 @@ void NatsSink::send(const std::vector<Message>& messages, std::vector<Outcome>& 
     } else if (!(error = headers_error(m, settings_.cloudevents.enabled)).empty()) {
       outcome = {Delivery::kRejected, error};
     } else {
-      const natsStatus s = publish(m, i, subject, deadline, timeout, abandoned);
+      const natsStatus s = publish(m, i, subject, deadline, timeout, blocked, abandoned);
       if (s == NATS_OK) {
         published[i] = 1;
         continue;
@@ -327,6 +335,7 @@ void NatsSink::send(const std::vector<Message>& messages, std::vector<Outcome>& 
     settle(i, std::move(outcome));
   }
 
+  blocked.reset();
   std::unique_lock<std::mutex> lock(mu_);
   if (!not_sent.empty()) {
     // The messages not published; those published keep waiting for their PubAcks.

@@ -82,12 +82,14 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "sinks/nats_options.hpp"
+#include "sinks/signals_blocked.hpp"
 #include "sinks/sink.hpp"
 
 namespace outbox::sinks {
@@ -141,12 +143,13 @@ class NatsSink final : public Sink {
   // Publishes message i; returns the cnats status (NATS_OK: handed over).
   natsStatus publish(const Message& m, std::size_t i, const std::string& subject,
                      Clock::time_point deadline, std::chrono::milliseconds timeout,
-                     bool& abandoned);
+                     std::optional<SignalsBlocked>& blocked, bool& abandoned);
 
   NatsSettings settings_;
   natsOptions* opts_ = nullptr;
   natsConnection* nc_ = nullptr;
   jsCtx* js_ = nullptr;
+  std::string name_buf_, value_buf_, id_buf_;  // publish()'s NUL-terminated copies
 
   // Guards the current batch and last_error_.
   mutable std::mutex mu_;
