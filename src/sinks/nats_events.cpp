@@ -1,6 +1,7 @@
 // The NATS sink's callbacks from cnats' threads: PubAcks and connection events, and the log
 // lines they leave for take_log(). Each finds its sink through the registry of live sinks
 // (nats_sink.hpp), holding the registry's lock while it uses the sink.
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -111,38 +112,44 @@ void NatsSink::acked(natsMsg* msg, const jsPubAck* pa, const jsPubAckErr* pae) n
   try {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = in_flight_.find(msg);
-    if (it == in_flight_.end()) return;  // a late answer for a batch that is over
-    const std::size_t i = it->second;
+    if (it == in_flight_.end()) return;
+    const std::uint64_t seq = it->second;
     in_flight_.erase(it);
+    Batch* batch = batch_of(seq);
+    if (batch == nullptr) return;  // a late answer for a batch that is finished
+    const std::size_t i = static_cast<std::size_t>(seq - batch->first_seq);
     if (pa != nullptr || pae == nullptr) {
-      settle(i, Outcome{Delivery::kAcked, {}});  // a duplicate too: the stream has it
+      settle(*batch, i, Outcome{Delivery::kAcked, {}});  // a duplicate too: the stream has it
       last_error_.clear();
     } else {
       const std::string subject = natsMsg_GetSubject(msg) ? natsMsg_GetSubject(msg) : "";
       const std::string text = pae->ErrText ? pae->ErrText : natsStatus_GetText(pae->Err);
       if (pae->Err == NATS_NO_RESPONDERS) {
-        if (config_error_.empty()) {
-          config_error_ = "nats sink: no JetStream stream stores subject \"" + subject +
-                          "\" (no responders). Create a stream that captures it, e.g. nats "
-                          "stream add OUTBOX --subjects '" +
-                          subject + "' (or a wildcard such as 'outbox.event.>')";
+        if (batch->config_error.empty()) {
+          batch->config_error = "nats sink: no JetStream stream stores subject \"" + subject +
+                                "\" (no responders). Create a stream that captures it, e.g. nats "
+                                "stream add OUTBOX --subjects '" +
+                                subject + "' (or a wildcard such as 'outbox.event.>')";
         }
-        settle(i, Outcome{Delivery::kUnavailable, config_error_});
+        settle(*batch, i, Outcome{Delivery::kUnavailable, batch->config_error});
       } else if (pae->Err == NATS_ERR && pae->ErrCode == JSStreamNotMatchErr) {
-        if (config_error_.empty()) {
-          config_error_ = "nats sink: subject \"" + subject + "\" is not stored by stream \"" +
-                          settings_.stream + "\" (the stream option): " + text;
+        if (batch->config_error.empty()) {
+          batch->config_error = "nats sink: subject \"" + subject +
+                                "\" is not stored by stream \"" + settings_.stream +
+                                "\" (the stream option): " + text;
         }
-        settle(i, Outcome{Delivery::kUnavailable, config_error_});
+        settle(*batch, i, Outcome{Delivery::kUnavailable, batch->config_error});
       } else if (pae->Err == NATS_TIMEOUT) {
-        settle(i, Outcome{Delivery::kUnavailable, "no PubAck in time: " + text});
+        settle(*batch, i, Outcome{Delivery::kUnavailable, "no PubAck in time: " + text});
       } else {
         std::string error = "JetStream refused subject \"" + subject + "\": " + text;
         if (pae->ErrCode != 0) error += " (error " + std::to_string(pae->ErrCode) + ")";
-        settle(i, Outcome{classify(pae->Err, pae->ErrCode), std::move(error)});
+        settle(*batch, i, Outcome{classify(pae->Err, pae->ErrCode), std::move(error)});
       }
     }
-    changed_.notify_all();
+    // Only a batch's last outcome ends finish()'s wait: no wake-up (two context switches) per
+    // PubAck.
+    if (batch->pending == 0) changed_.notify_all();
   } catch (...) {
     // Out of memory: the message stays pending until the deadline.
   }

@@ -1,6 +1,8 @@
 #include "sinks/nats_sink.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <stdexcept>
 #include <unordered_set>
 #include <utility>
 
@@ -127,6 +129,11 @@ NatsSink::NatsSink(const Options& options) : settings_(nats_settings(options)) {
 NatsSink::~NatsSink() { teardown(); }
 
 void NatsSink::teardown() noexcept {
+  {
+    // A batch still started is forgotten: PubAcks that come during the close find nothing.
+    std::lock_guard<std::mutex> lock(mu_);
+    batches_.clear();
+  }
   if (nc_ != nullptr) {
     // What was published and not yet written goes out (the stream de-duplicates it).
     if (natsConnection_Status(nc_) == NATS_CONN_STATUS_CONNECTED) {
@@ -160,11 +167,18 @@ Delivery NatsSink::classify(natsStatus status, jsErrCode code) {
   return Delivery::kUnavailable;
 }
 
-void NatsSink::settle(std::size_t i, Outcome outcome) {
-  if (outcomes_ == nullptr || i >= waiting_.size() || !waiting_[i]) return;
-  waiting_[i] = 0;
-  --pending_;
-  (*outcomes_)[i] = std::move(outcome);
+void NatsSink::settle(Batch& batch, std::size_t i, Outcome outcome) {
+  if (i >= batch.waiting.size() || !batch.waiting[i]) return;
+  batch.waiting[i] = 0;
+  --batch.pending;
+  (*batch.outcomes)[i] = std::move(outcome);
+}
+
+NatsSink::Batch* NatsSink::batch_of(std::uint64_t seq) {
+  for (Batch& batch : batches_) {
+    if (seq >= batch.first_seq && seq - batch.first_seq < batch.waiting.size()) return &batch;
+  }
+  return nullptr;
 }
 
 bool NatsSink::wait_connected(Clock::time_point deadline, bool& abandoned) {
@@ -190,50 +204,55 @@ bool NatsSink::wait_connected(Clock::time_point deadline, bool& abandoned) {
   }
 }
 
-natsStatus NatsSink::publish(const Message& m, std::size_t i, const std::string& subject,
+natsStatus NatsSink::publish(const Message& m, std::uint64_t seq, const std::string& subject,
                              Clock::time_point deadline, std::chrono::milliseconds timeout,
-                             bool& abandoned) {
+                             std::optional<SignalsBlocked>& blocked, bool& abandoned) {
   natsMsg* msg = nullptr;
   natsStatus s = natsMsg_Create(&msg, subject.c_str(), nullptr, m.payload.data(),
                                 static_cast<int>(m.payload.size()));
   if (s != NATS_OK) return s;
-  const auto add = [&](const std::string& name, std::string_view value) {
-    if (s == NATS_OK) s = natsMsgHeader_Add(msg, name.c_str(), std::string(value).c_str());
+  // cnats copies names and values; the NUL-terminated copies reuse two buffers (no
+  // allocation per header once they are large enough).
+  const auto add = [&](std::string_view name, std::string_view value) {
+    if (s != NATS_OK) return;
+    name_buf_.assign(name);
+    value_buf_.assign(value);
+    s = natsMsgHeader_Add(msg, name_buf_.c_str(), value_buf_.c_str());
   };
   add("id", m.id);
   add("type", m.type);
   add("aggregatetype", m.aggregatetype);
   add("aggregateid", m.aggregateid);
-  for (const auto& [name, value] : m.headers) add(std::string(name), value);
+  for (const auto& [name, value] : m.headers) add(name, value);
   if (settings_.cloudevents.enabled) {
     for (const auto& [name, value] : cloudevents::attributes(m, settings_.cloudevents.source)) {
       add("ce-" + name, value);
       if (name == "datacontenttype") add("Content-Type", value);
     }
   }
-  const std::string id(m.id);
+  id_buf_.assign(m.id);
   jsPubOptions po;
   if (s == NATS_OK) s = jsPubOptions_Init(&po);
   if (s != NATS_OK) {
     natsMsg_Destroy(msg);
     return s;
   }
-  po.MsgId = id.c_str();  // the Nats-Msg-Id header
+  po.MsgId = id_buf_.c_str();  // the Nats-Msg-Id header
   if (!settings_.stream.empty()) po.ExpectStream = settings_.stream.c_str();
   // cnats forgets an unanswered publish after this (its PubAck handler sees a timeout): a
-  // second after send()'s deadline, so that send() reports the wait it timed out itself.
+  // second after the batch's deadline, so that finish() reports the wait it timed out itself.
   po.MaxWait = std::max<int64_t>(1, timeout.count()) + 1000;
 
   natsMsg* const key = msg;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    in_flight_[key] = i;  // before: the PubAck may come before js_PublishMsgAsync returns
+    in_flight_[key] = seq;  // before: the PubAck may come before js_PublishMsgAsync returns
   }
   for (;;) {
-    {
-      SignalsBlocked blocked;
-      s = js_PublishMsgAsync(js_, &msg, &po);
-    }
+    // Signals stay blocked across the publishes of a batch (two syscalls a message saved);
+    // unblocked before the observer is asked, so that it sees pending interrupts.
+    if (!blocked) blocked.emplace();
+    s = js_PublishMsgAsync(js_, &msg, &po);
     // NATS_TIMEOUT with the message still ours: max_pending were unanswered for StallWait.
     if (s != NATS_TIMEOUT || msg == nullptr || Clock::now() >= deadline) break;
     std::string error;
@@ -241,6 +260,7 @@ natsStatus NatsSink::publish(const Message& m, std::size_t i, const std::string&
       std::lock_guard<std::mutex> lock(mu_);
       error = last_error_;
     }
+    blocked.reset();
     if (!keep_waiting(error)) {
       abandoned = true;
       break;
@@ -256,37 +276,59 @@ natsStatus NatsSink::publish(const Message& m, std::size_t i, const std::string&
 
 void NatsSink::send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
                     std::chrono::milliseconds timeout) {
+  {
+    // finish() would wait for an older batch instead of this one.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!batches_.empty()) throw std::logic_error("nats sink: send() while batches are started");
+  }
+  start(messages, outcomes, timeout);
+  finish();
+}
+
+void NatsSink::start(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
+                     std::chrono::milliseconds timeout) {
   outcomes.resize(messages.size());
   const auto deadline = Clock::now() + timeout;
+  FailedKeys failed;     // keys whose messages this batch may not publish
+  std::string not_sent;  // set when the rest of the batch is not published
+  Batch* batch = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    outcomes_ = &outcomes;
-    waiting_.assign(messages.size(), 1);
-    pending_ = messages.size();
-    in_flight_.clear();
-    config_error_.clear();
+    if (batches_.empty()) held_back_.clear();  // nothing started that could be overtaken
+    // Every started batch published all it would in its start(): its failed keys are known.
+    for (const Batch& earlier : batches_) failed.add_all(earlier.failed);
+    not_sent = held_back_;
+    batch = &batches_.emplace_back();
+    batch->outcomes = &outcomes;
+    batch->waiting.assign(messages.size(), 1);
+    batch->pending = messages.size();
+    batch->first_seq = next_seq_;
+    batch->deadline = deadline;
+    batch->timeout = timeout;
+    next_seq_ += messages.size();
   }
-  // Whichever way send() returns, no callback writes an outcome afterwards.
-  struct End {
-    NatsSink& sink;
-    ~End() {
-      std::lock_guard<std::mutex> lock(sink.mu_);
-      sink.in_flight_.clear();
-      sink.outcomes_ = nullptr;
-      sink.waiting_.clear();
-      sink.pending_ = 0;
-    }
-  } end{*this};
+  try {
+    publish_batch(*batch, messages, failed, not_sent);
+  } catch (...) {
+    // Not started: no outcome of it is written later, and no later batch overtakes what it
+    // may have published.
+    std::lock_guard<std::mutex> lock(mu_);
+    batches_.pop_back();
+    held_back_ = "not sent: an earlier batch failed while it was published";
+    throw;
+  }
+}
 
+void NatsSink::publish_batch(Batch& batch, const std::vector<Message>& messages, FailedKeys& failed,
+                             std::string& not_sent) {
   bool abandoned = false;
   std::vector<char> published(messages.size(), 0);
-  std::string not_sent;  // set when the rest of the batch is not published
-  if (!wait_connected(deadline, abandoned)) {
-    not_sent = abandoned
-                   ? "not acknowledged: the relay stopped waiting"
-                   : "not connected to NATS within " + std::to_string(timeout.count()) + " ms";
+  if (not_sent.empty() && !wait_connected(batch.deadline, abandoned)) {
+    not_sent =
+        abandoned ? "not acknowledged: the relay stopped waiting"
+                  : "not connected to NATS within " + std::to_string(batch.timeout.count()) + " ms";
   }
-  FailedKeys failed;
+  std::optional<SignalsBlocked> blocked;  // see publish()
   std::string subject;
   std::string error;
   for (std::size_t i = 0; i < messages.size() && not_sent.empty(); ++i) {
@@ -300,7 +342,8 @@ void NatsSink::send(const std::vector<Message>& messages, std::vector<Outcome>& 
     } else if (!(error = headers_error(m, settings_.cloudevents.enabled)).empty()) {
       outcome = {Delivery::kRejected, error};
     } else {
-      const natsStatus s = publish(m, i, subject, deadline, timeout, abandoned);
+      const natsStatus s = publish(m, batch.first_seq + i, subject, batch.deadline, batch.timeout,
+                                   blocked, abandoned);
       if (s == NATS_OK) {
         published[i] = 1;
         continue;
@@ -316,50 +359,68 @@ void NatsSink::send(const std::vector<Message>& messages, std::vector<Outcome>& 
       } else {
         // Nothing later may overtake it: the rest of the batch is not published.
         std::lock_guard<std::mutex> lock(mu_);
-        settle(i, Outcome{Delivery::kUnavailable, "not published: " + status_text(s)});
+        settle(batch, i, Outcome{Delivery::kUnavailable, "not published: " + status_text(s)});
         not_sent =
             "not sent: an earlier message of the batch could not be published: " + status_text(s);
         break;
       }
     }
-    if (outcome.delivery != Delivery::kAcked) failed.add(m, outcome.error);
+    failed.add(m, outcome.error);
     std::lock_guard<std::mutex> lock(mu_);
-    settle(i, std::move(outcome));
+    batch.failed.add(m, outcome.error);
+    settle(batch, i, std::move(outcome));
   }
-
-  std::unique_lock<std::mutex> lock(mu_);
+  blocked.reset();
+  std::lock_guard<std::mutex> lock(mu_);
   if (!not_sent.empty()) {
-    // The messages not published; those published keep waiting for their PubAcks.
+    // The messages not published; those published keep waiting for their PubAcks. Batches
+    // started before this one finishes publish nothing (they could share a key).
     for (std::size_t i = 0; i < messages.size(); ++i) {
-      if (!published[i]) settle(i, Outcome{Delivery::kUnavailable, not_sent});
+      if (!published[i]) settle(batch, i, Outcome{Delivery::kUnavailable, not_sent});
     }
+    if (held_back_.empty())
+      held_back_ = "not sent: an earlier batch was not published: " + not_sent;
   }
+  batch.abandoned = abandoned;
+}
+
+void NatsSink::finish() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (batches_.empty()) return;
+  // The batch is finished whatever way finish() returns: no outcome of it is written later.
+  struct Forget {
+    std::deque<Batch>& batches;
+    ~Forget() { batches.pop_front(); }
+  } forget{batches_};
+  Batch& batch = batches_.front();
+
+  bool abandoned = batch.abandoned;  // by the observer while start() published
   auto observe_at = Clock::now();
-  while (pending_ > 0 && !abandoned) {
-    const auto now = Clock::now();
+  while (batch.pending > 0 && !abandoned) {
+    auto now = Clock::now();
     if (now >= observe_at) {
+      // Without the lock: the observer may take its own locks, and PubAcks go on.
       const std::string client_error = last_error_;
       lock.unlock();
       const bool keep = keep_waiting(client_error);
       lock.lock();
       observe_at = Clock::now() + kObserveEvery;
-      if (!keep) abandoned = true;
-      continue;
+      abandoned = !keep;
+      continue;  // the batch may have completed meanwhile
     }
-    if (now >= deadline) break;
-    changed_.wait_until(lock, std::min(deadline, observe_at));
+    if (now >= batch.deadline) break;
+    changed_.wait_until(lock, std::min(batch.deadline, observe_at));
   }
-  if (pending_ > 0) {
-    std::string why =
-        abandoned ? std::string("not acknowledged: the relay stopped waiting")
-                  : "timed out waiting for PubAck after " + std::to_string(timeout.count()) + " ms";
+  if (batch.pending > 0) {
+    std::string why = abandoned ? std::string("not acknowledged: the relay stopped waiting")
+                                : "timed out waiting for PubAck after " +
+                                      std::to_string(batch.timeout.count()) + " ms";
     if (!last_error_.empty()) why += " (last client error: " + last_error_ + ")";
-    for (std::size_t i = 0; i < messages.size(); ++i)
-      settle(i, Outcome{Delivery::kUnavailable, why});
+    for (std::size_t i = 0; i < batch.waiting.size(); ++i) {
+      settle(batch, i, Outcome{Delivery::kUnavailable, why});
+    }
   }
-  const std::string config_error = config_error_;
-  lock.unlock();
-  if (!config_error.empty()) throw ConfigError(config_error);
+  if (!batch.config_error.empty()) throw ConfigError(batch.config_error);
 }
 
 std::unique_ptr<Sink> create_nats_sink(const Options& options) {

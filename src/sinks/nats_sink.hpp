@@ -11,11 +11,15 @@
 // ce-id, ce-source, ce-type, ce-subject, ce-time, ce-datacontenttype and Content-Type (the
 // CloudEvents NATS binding); with the stream option, Nats-Expected-Stream.
 //
-// send() (no pipelining: start() is the default, a synchronous send()): waits until the
-// connection is up (or the deadline), publishes every message asynchronously
-// (js_PublishMsgAsync, at most max_pending unacknowledged), then waits until each has its
-// PubAck or the deadline passed, calling keep_waiting() at least every 100 ms and holding
-// none of its locks then.
+// Pipelining: start() waits until the connection is up (or the deadline), publishes every
+// message of the batch asynchronously (js_PublishMsgAsync, at most max_pending unacknowledged;
+// it blocks only while max_pending are unanswered) and returns; finish() waits for the oldest
+// started batch until each message has its PubAck or the batch's deadline (start() +
+// timeout) passed. Both call keep_waiting() at least every 100 ms while they wait, holding
+// none of the sink's locks. The relay keeps at most two batches started; PubAcks find their
+// batch by the sequence number their message was given. send() is start() + finish() with no
+// other batch started. A batch still started when the sink is destroyed is forgotten first:
+// its outcomes are not touched by the destructor or later.
 //
 // Outcomes:
 //   kAcked        a PubAck, a duplicate one included (the stream has the event).
@@ -25,8 +29,9 @@
 //                 refused it in its PubAck (JetStream error 10054, larger than the stream's
 //                 max_msg_size).
 //   kDeferred     not published, because an earlier message of its key (aggregatetype,
-//                 aggregateid) in the batch was rejected or deferred before it was handed to
-//                 cnats: "not sent: an earlier event of its key was not sent: <its error>".
+//                 aggregateid) was rejected or deferred before it was handed to cnats, in the
+//                 batch or in a batch that was unfinished when this one was started: "not
+//                 sent: an earlier event of its key was not sent: <its error>".
 //                 A message the stream refuses in its PubAck was published already, and so
 //                 were the later messages of its key: they cannot be held back, and may be
 //                 acked. (One connection, and one stream per subject, keep the published
@@ -39,15 +44,17 @@
 //                 ("timed out waiting for PubAck ...") or when the WaitObserver ends the wait;
 //                 a publish cnats cannot take (connection closed, reconnect buffer full,
 //                 max_pending full until the deadline: then it and every later message of the
-//                 batch are not published, so nothing overtakes it); any other JetStream
+//                 batch are not published, nor is any message of a batch started before no
+//                 started batch is left, so nothing overtakes it); any other JetStream
 //                 error (storage full, no leader, ...). A message whose PubAck is missing may
 //                 still be stored: the relay sends it again and the stream de-duplicates it
 //                 by Nats-Msg-Id (within the duplicate window; after it, a copy).
 //
-// ConfigError from send(): when JetStream answers "no responders" (no stream captures the
-// subject), or the stream is not the expected one (Nats-Expected-Stream, JetStream error
-// 10060). The whole batch fails as a configuration error: no attempt is counted, nothing is
-// dead-lettered, the relay reports it and tries again after outbox.retry_backoff_max.
+// ConfigError from finish() (and send()): when JetStream answers "no responders" (no stream
+// captures the subject), or the stream is not the expected one (Nats-Expected-Stream, JetStream
+// error 10060). The whole batch fails as a configuration error: no attempt is counted, nothing is
+// dead-lettered, the relay reports it and tries again after outbox.retry_backoff_max. It is
+// the batch's own: a PubAck of another started batch does not make it fail.
 //
 // Threads and signals: cnats runs threads of its own (a reader and a flusher per connection,
 // a reconnect thread when the connection is lost, a delivery thread for the PubAck
@@ -55,8 +62,8 @@
 // and makes the JetStream context; the relay calls it with every signal blocked, so those
 // threads, and the ones they start later (a reconnect comes from the reader or timer thread),
 // inherit a blocked mask. The PubAck subscription's thread is started by the first publish,
-// on the relay's thread: send() blocks every signal around each cnats publish call, so that
-// one never runs PostgreSQL's handlers either.
+// on the relay's thread: start() blocks every signal around its cnats publish calls (unblocked
+// while it asks the WaitObserver), so that one never runs PostgreSQL's handlers either.
 //
 // Callbacks (PubAcks, connection events) arrive on cnats' threads and may arrive after the
 // sink is gone (cnats' subscription threads are detached): they find the sink through a
@@ -80,14 +87,19 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "sinks/failed_keys.hpp"
 #include "sinks/nats_options.hpp"
+#include "sinks/signals_blocked.hpp"
 #include "sinks/sink.hpp"
 
 namespace outbox::sinks {
@@ -102,6 +114,9 @@ class NatsSink final : public Sink {
 
   void send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
             std::chrono::milliseconds timeout) override;
+  void start(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
+             std::chrono::milliseconds timeout) override;
+  void finish() override;
   bool usable() const override;
   std::string describe() const override { return settings_.description; }
   std::vector<LogLine> take_log() override;
@@ -111,7 +126,7 @@ class NatsSink final : public Sink {
   static constexpr std::size_t kMaxLogLines = 100;
 
   // How a JetStream PubAck error counts for its message (kUnavailable for what the relay
-  // should retry; ConfigError cases are handled by send()).
+  // should retry; ConfigError cases are handled by finish()).
   static Delivery classify(natsStatus status, jsErrCode code);
 
  private:
@@ -134,31 +149,51 @@ class NatsSink final : public Sink {
   void connection_event(int level, const char* what, bool up) noexcept;
   void log(int level, std::string text) noexcept;
   void teardown() noexcept;
-  // Settles message i of the current batch unless it has an outcome; caller holds mu_.
-  void settle(std::size_t i, Outcome outcome);
+  // A started batch: written by start(), the PubAck handler and finish(), under mu_.
+  struct Batch {
+    std::vector<Outcome>* outcomes = nullptr;
+    std::vector<char> waiting;  // 1 while message i has no outcome
+    std::size_t pending = 0;
+    std::uint64_t first_seq = 0;  // message i is first_seq + i in in_flight_
+    Clock::time_point deadline;
+    std::chrono::milliseconds timeout{0};
+    bool abandoned = false;    // the observer ended the wait while start() published
+    FailedKeys failed;         // keys failed before cnats had them: later batches defer them
+    std::string config_error;  // no stream / not the expected stream, for finish() to throw
+  };
+
+  // Settles message i of `batch` unless it has an outcome; caller holds mu_.
+  static void settle(Batch& batch, std::size_t i, Outcome outcome);
+  // The started batch of a message's sequence number, or nullptr; caller holds mu_.
+  Batch* batch_of(std::uint64_t seq);
+  // start()'s work: publishes what may be published, settles what fails before that.
+  void publish_batch(Batch& batch, const std::vector<Message>& messages, FailedKeys& failed,
+                     std::string& not_sent);
   // Waits until connected; false at the deadline or when the observer stops the wait.
   bool wait_connected(Clock::time_point deadline, bool& abandoned);
   // Publishes message i; returns the cnats status (NATS_OK: handed over).
-  natsStatus publish(const Message& m, std::size_t i, const std::string& subject,
+  natsStatus publish(const Message& m, std::uint64_t seq, const std::string& subject,
                      Clock::time_point deadline, std::chrono::milliseconds timeout,
-                     bool& abandoned);
+                     std::optional<SignalsBlocked>& blocked, bool& abandoned);
 
   NatsSettings settings_;
   natsOptions* opts_ = nullptr;
   natsConnection* nc_ = nullptr;
   jsCtx* js_ = nullptr;
+  std::string name_buf_, value_buf_, id_buf_;  // publish()'s NUL-terminated copies
 
-  // Guards the current batch and last_error_.
+  // Guards the started batches, in_flight_, held_back_ and last_error_.
   mutable std::mutex mu_;
-  std::condition_variable changed_;  // an outcome came in, or the connection came up
-  std::vector<Outcome>* outcomes_ = nullptr;
-  std::vector<char> waiting_;  // 1 while message i has no outcome
-  std::size_t pending_ = 0;
-  // Messages handed to cnats and not yet answered -> their index in the batch. A message is
+  std::condition_variable changed_;  // a batch is complete, or the connection came up
+  std::deque<Batch> batches_;        // started and not finished, oldest first
+  std::uint64_t next_seq_ = 0;
+  // Messages handed to cnats and not yet answered -> their sequence number. A message is
   // owned by cnats until its PubAck handler frees it, so its address is not reused meanwhile.
-  std::unordered_map<natsMsg*, std::size_t> in_flight_;
-  std::string config_error_;  // no stream / not the expected stream, for send() to throw
-  std::string last_error_;    // the latest connection-level trouble ("" once all is well)
+  std::unordered_map<natsMsg*, std::uint64_t> in_flight_;
+  // Set when a batch left messages unpublished (kUnavailable): until no batch is started, a
+  // new one publishes nothing, so that none of its messages overtakes them.
+  std::string held_back_;
+  std::string last_error_;  // the latest connection-level trouble ("" once all is well)
 
   std::mutex log_mu_;
   std::vector<LogLine> log_;
