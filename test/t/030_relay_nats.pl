@@ -17,6 +17,7 @@ use Time::HiRes qw(usleep);
 use FindBin;
 use lib $FindBin::Bin;
 use OutboxNode;
+use Consumers;
 
 # Runs a command (in $dir if given): (ok, stdout, stderr). A missing program is not ok.
 sub run_in {
@@ -31,20 +32,8 @@ sub run_in {
 }
 
 plan skip_all => 'no nats-server (Debian: nats-server)' unless (run_in([ 'nats-server', '--version' ]))[0];
-plan skip_all => 'no node (Debian: nodejs)' unless (run_in([ 'node', '--version' ]))[0];
-plan skip_all => 'no npm (Debian: npm)' unless (run_in([ 'npm', '--version' ]))[0];
-
-# A copy of the consumers: npm ci writes node_modules there, and the checkout may be read-only.
-my $consumers = PostgreSQL::Test::Utils::tempdir() . '/consumers';
-{
-	my ($ok, $out, $err) = run_in([ 'cp', '-a', "$FindBin::Bin/../consumers", $consumers ]);
-	die "copying test/consumers: $err" unless $ok;
-	if (!-d "$consumers/node_modules") {
-		($ok, $out, $err) = run_in([ 'npm', 'ci', '--no-audit', '--no-fund' ], $consumers);
-		my ($why) = grep { /\S/ } split /\n/, $err;
-		plan skip_all => 'npm ci failed (no network?): ' . ($why // 'no message') unless $ok;
-	}
-}
+my ($consumers, $why) = Consumers::dir();
+plan skip_all => $why unless $consumers;
 
 # --- nats-server, on a free port with its own store; the same store across a restart.
 my $port = PostgreSQL::Test::Cluster::get_free_port();

@@ -17,6 +17,7 @@ use Time::HiRes qw(usleep);
 use FindBin;
 use lib $FindBin::Bin;
 use OutboxNode;
+use Consumers;
 
 sub run_in {
 	my ($cmd, $dir) = @_;
@@ -30,16 +31,10 @@ sub run_in {
 
 plan skip_all => 'no node (Debian: nodejs)' unless (run_in([ 'node', '--version' ]))[0];
 plan skip_all => 'no openssl (Debian: openssl)' unless (run_in([ 'openssl', 'version' ]))[0];
-my $consumers = "$FindBin::Bin/../consumers";
 my $work = PostgreSQL::Test::Utils::tempdir();
-# A copy: npm ci writes node_modules there, and the checkout may be read-only.
-my ($ok, $out, $err) = run_in([ 'cp', '-a', $consumers, "$work/consumers" ]);
-die "copying test/consumers: $err" unless $ok;
-if (!-d "$work/consumers/node_modules") {
-	plan skip_all => 'no npm to install the consumers (Debian: npm)' unless (run_in([ 'npm', '--version' ]))[0];
-	($ok, $out, $err) = run_in([ 'npm', 'ci', '--no-audit', '--no-fund' ], "$work/consumers");
-	plan skip_all => "npm ci failed (no network?): $err" unless $ok;
-}
+my ($consumers, $why) = Consumers::dir();
+plan skip_all => $why unless $consumers;
+my ($ok, $out, $err);
 
 # --- files: the signing secret and a self-signed certificate for 127.0.0.1
 my $files = "$work/sink_files";
@@ -71,7 +66,7 @@ my $starts = 0;
 sub start_receiver {
 	my (%opt) = @_;
 	my $port_file = "$work/port." . ++$starts;
-	my @cmd = ('node', "$work/consumers/webhook_receiver.js", '--log', $log, '--port-file', $port_file,
+	my @cmd = ('node', "$consumers/webhook_receiver.js", '--log', $log, '--port-file', $port_file,
 		'--control', $control, '--secret', $secret, '--secret', $next_secret, '--port', $opt{port} // 0);
 	push @cmd, '--cert', "$work/receiver.crt", '--key', "$work/receiver.key" if $opt{tls};
 	my $h = IPC::Run::start(\@cmd, '>>', "$work/receiver.out", '2>>', "$work/receiver.err");
