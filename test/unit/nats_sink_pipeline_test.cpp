@@ -137,10 +137,7 @@ TEST(NatsSinkPipeline, NoStreamFailsOnlyItsOwnBatch) {
 TEST(NatsSinkPipeline, AnOutageMidPipelineIsUnavailableAndHoldsBackTheNextBatch) {
   REQUIRE_NATS_SERVER();
   NatsServer server;
-  {
-    NatsClient client(server.url());
-    client.add_stream("OUTBOX", "outbox.event.>");
-  }
+  add_outbox_stream(server);
   auto sink = make_nats_sink(server);
   CountingObserver observer;
   sink->observe_waits(&observer);

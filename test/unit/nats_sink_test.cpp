@@ -162,10 +162,7 @@ TEST(NatsSink, TooLargeForTheStreamIsRejectedByThePubAck) {
 TEST(NatsSink, ServerStoppedIsUnavailableWithinTheTimeoutThenRecovers) {
   REQUIRE_NATS_SERVER();
   NatsServer server;
-  {
-    NatsClient client(server.url());
-    client.add_stream("OUTBOX", "outbox.event.>");
-  }
+  add_outbox_stream(server);
   auto sink = make_nats_sink(server);
   CountingObserver observer;
   sink->observe_waits(&observer);
@@ -221,10 +218,7 @@ TEST(NatsSink, TheObserverEndsTheWait) {
 TEST(NatsSink, CreatedWhileTheServerIsDownConnectsLater) {
   REQUIRE_NATS_SERVER();
   NatsServer server;
-  {
-    NatsClient client(server.url());
-    client.add_stream("OUTBOX", "outbox.event.>");
-  }
+  add_outbox_stream(server);
   server.stop();
   auto sink = make_nats_sink(server);
   EXPECT_EQ(sink->max_message_bytes(), 0u);

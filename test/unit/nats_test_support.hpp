@@ -182,6 +182,13 @@ class NatsClient {
   jsCtx* js_ = nullptr;
 };
 
+// The stream every sink test publishes to: OUTBOX on outbox.event.>, made by a client that is
+// gone again (the sink's connection is the only one left).
+inline void add_outbox_stream(const NatsServer& server) {
+  NatsClient client(server.url());
+  client.add_stream("OUTBOX", "outbox.event.>");
+}
+
 inline std::unique_ptr<NatsSink> make_nats_sink(const NatsServer& server, Options extra = {}) {
   Options options = {{"servers", server.url()}};
   for (auto& o : extra) options.push_back(std::move(o));
