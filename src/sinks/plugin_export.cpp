@@ -32,7 +32,12 @@ class HostObserver final : public WaitObserver {
   }
   bool keep_waiting(std::string_view client_error) noexcept override {
     if (host_.keep_waiting == nullptr) return true;
-    std::string error(client_error);
+    std::string error;
+    try {
+      error.assign(client_error);  // NUL-terminated for the C side
+    } catch (...) {
+      // out of memory: ask without the client's error
+    }
     return host_.keep_waiting(host_.context, error.c_str()) != 0;
   }
 

@@ -161,12 +161,16 @@ class HostedSink final : public Sink {
       } collector{&lines, this};
       callbacks_.take_log(
           state_,
-          [](void* context, int level, const char* text) {
+          // Called from the plugin's C code: out of memory drops the line, no exception.
+          [](void* context, int level, const char* text) noexcept {
             auto* c = static_cast<Collector*>(context);
-            c->lines->push_back({level < 0   ? 0
-                                 : level > 7 ? 7
-                                             : level,
-                                 c->self->shown(text, OUTBOX_SINK_ERROR_SIZE * 8)});
+            try {
+              c->lines->push_back({level < 0   ? 0
+                                   : level > 7 ? 7
+                                               : level,
+                                   c->self->shown(text, OUTBOX_SINK_ERROR_SIZE * 8)});
+            } catch (...) {
+            }
           },
           &collector);
     }
@@ -183,15 +187,20 @@ class HostedSink final : public Sink {
     return status;
   }
 
-  static int keep_waiting_thunk(void* context, const char* client_error) {
+  // Called from the plugin's C code: no exception may leave it (out of memory: stop waiting).
+  static int keep_waiting_thunk(void* context, const char* client_error) noexcept {
     auto* self = static_cast<HostedSink*>(context);
-    if (self->caller_.load() != std::this_thread::get_id()) {
-      self->breach(
-          "keep_waiting() was called outside start() or finish(), or from another "
-          "thread; it returned 0");
+    try {
+      if (self->caller_.load() != std::this_thread::get_id()) {
+        self->breach(
+            "keep_waiting() was called outside start() or finish(), or from another "
+            "thread; it returned 0");
+        return 0;
+      }
+      return self->keep_waiting(client_error != nullptr ? client_error : "") ? 1 : 0;
+    } catch (...) {
       return 0;
     }
-    return self->keep_waiting(client_error != nullptr ? client_error : "") ? 1 : 0;
   }
 
   void breach(const std::string& what) {
