@@ -193,6 +193,7 @@ TEST(NatsSink, ServerStoppedIsUnavailableWithinTheTimeoutThenRecovers) {
   EXPECT_TRUE(logged);
 
   server.start();  // same port, same store: the stream is still there
+  wait_for_outbox_stream(server);
   outcomes = send(*sink, events, 15s);
   EXPECT_EQ(summary(outcomes), std::string(12, 'A')) << first_error(outcomes);
   NatsClient client(server.url());
@@ -224,6 +225,7 @@ TEST(NatsSink, CreatedWhileTheServerIsDownConnectsLater) {
   EXPECT_EQ(sink->max_message_bytes(), 0u);
   EXPECT_TRUE(all_unavailable(send(*sink, four_keys(2), 300ms), "not connected"));
   server.start();
+  wait_for_outbox_stream(server);
   EXPECT_EQ(summary(send(*sink, four_keys(2), 10s)), "AA");
   EXPECT_GT(sink->max_message_bytes(), 0u);
 }

@@ -127,6 +127,8 @@ class NatsClient {
   NatsClient(const NatsClient&) = delete;
   NatsClient& operator=(const NatsClient&) = delete;
 
+  jsCtx* js() const { return js_; }
+
   void add_stream(const std::string& name, const std::string& subject, int32_t max_msg_size = -1) {
     jsStreamConfig cfg;
     jsStreamConfig_Init(&cfg);
@@ -187,6 +189,22 @@ class NatsClient {
 inline void add_outbox_stream(const NatsServer& server) {
   NatsClient client(server.url());
   client.add_stream("OUTBOX", "outbox.event.>");
+}
+
+// After a restart on the same store: JetStream answers "no responders" until it has loaded
+// its streams, a moment after the server accepts connections. Waits until OUTBOX is back.
+inline void wait_for_outbox_stream(const NatsServer& server) {
+  NatsClient client(server.url());
+  for (int i = 0; i < 200; ++i) {
+    jsStreamInfo* si = nullptr;
+    jsErrCode code = static_cast<jsErrCode>(0);
+    if (js_GetStreamInfo(&si, client.js(), "OUTBOX", nullptr, &code) == NATS_OK) {
+      jsStreamInfo_Destroy(si);
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  throw std::runtime_error("the OUTBOX stream did not come back after the restart");
 }
 
 inline std::unique_ptr<NatsSink> make_nats_sink(const NatsServer& server, Options extra = {}) {
