@@ -34,6 +34,8 @@ ISOLATION_PGOPTIONS = -c outbox.partition_interval=1s -c outbox.retention=1s \
 # C++ settings (before PGXS reads them). No LLVM bitcode: JIT inlining of C++ is not useful.
 override with_llvm = no
 PG_CXXFLAGS += -std=c++17 -Wall -Wextra -Werror -Wno-register -fno-omit-frame-pointer
+# The library's version, in its magic block on PostgreSQL 18 (src/pg/pg_compat.hpp).
+PG_CPPFLAGS += -DOUTBOX_VERSION='"$(EXTVERSION)"'
 SHLIB_LINK += -lstdc++
 
 PG_CONFIG ?= pg_config
@@ -50,7 +52,7 @@ $(OBJS): $(wildcard src/*.hpp src/*/*.hpp)
 
 # Objects compiled against another PostgreSQL (another PG_CONFIG, such as the assert-enabled
 # build) are rebuilt: .pg_build names the installation they were compiled for.
-PG_BUILD := $(PGXS) $(VERSION) $(CFLAGS)
+PG_BUILD := $(PGXS) $(VERSION) $(CFLAGS) $(EXTVERSION)
 ifneq ($(PG_BUILD),$(file < .pg_build))
 $(file > .pg_build,$(PG_BUILD))
 endif

@@ -5,7 +5,7 @@
 #include "pg/settings.hpp"
 
 extern "C" {
-PG_MODULE_MAGIC;
+OUTBOX_MODULE_MAGIC;
 
 PGDLLEXPORT void _PG_init(void);
 }

@@ -1,35 +1,99 @@
 #!/usr/bin/env bash
 # Runs every outbox test: unit tests (plain C++, no server), pg_regress, the isolation
 # tester, and the TAP suites. Installs what is missing first. Run as root on Debian 12:
-#   bash test/run-tests.sh              # against PG_CONFIG's PostgreSQL (default: Debian's)
-#   bash test/run-tests.sh --cassert    # against PostgreSQL 15 built with assertions
-#                                       # (scripts/build-cassert-pg.sh builds it once)
+#   bash test/run-tests.sh                  # against PG_CONFIG's PostgreSQL (default: Debian's 15)
+#   bash test/run-tests.sh --pg 17          # against PostgreSQL 17 (or 15, 18), built once from
+#                                           # Debian's source package (scripts/build-pg.sh)
+#   bash test/run-tests.sh --cassert        # ... built with assertions (--pg 18 --cassert too)
+#   bash test/run-tests.sh --pg all         # every configuration CI runs, one after the other:
+#                                           # 15, 15 --cassert, 17, 18 --cassert
+# Exit status 3: the configuration's PostgreSQL cannot be built, because Debian's archive
+# does not serve its source (scripts/build-pg.sh); --pg all and .ci/run report it as not
+# tested, without failing.
 # It wraps the make targets (docs/install.md): `make install` into PG_CONFIG's PostgreSQL,
 # `make installcheck` against a throwaway cluster (the postgres user runs it, in a temp
 # directory that user owns), `make prove_installcheck` as the postgres user in a copy of the
-# tests in that directory (the checkout itself may not be readable by it).
+# tests in that directory (the checkout itself may not be readable by it). On a major other
+# than 15, the extension is also installed into Debian's 15, the cluster that TAP 040 upgrades
+# from (pg_upgrade, and pg_dump into the new major).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 
+usage() {
+  echo "usage: bash test/run-tests.sh [--pg 15|17|18|all] [--cassert]" >&2
+  exit 2
+}
+major=
 cassert=false
-for arg in "$@"; do
-  case "$arg" in
+while [ $# -gt 0 ]; do
+  case "$1" in
     --cassert) cassert=true ;;
-    *)
-      echo "usage: bash test/run-tests.sh [--cassert]" >&2
-      exit 2
+    --pg)
+      [ $# -ge 2 ] || usage
+      major=$2
+      shift
       ;;
+    *) usage ;;
   esac
+  shift
 done
 
+if [ "$major" = all ]; then
+  $cassert && usage
+  # Each configuration in a run of its own; the summary gives each one's result and time.
+  results=()
+  rc=0
+  for config in "15" "15 --cassert" "17" "18 --cassert"; do
+    echo "=== run-tests: --pg $config"
+    started=$SECONDS
+    # shellcheck disable=SC2086 # $config is two words on purpose
+    bash "$0" --pg $config
+    status=$?
+    case $status in
+      0) results+=("passed in $((SECONDS - started)) s: --pg $config") ;;
+      3) results+=("NOT TESTED (its source cannot be had): --pg $config") ;;
+      *)
+        results+=("FAILED (exit $status) in $((SECONDS - started)) s: --pg $config")
+        rc=1
+        ;;
+    esac
+  done
+  echo
+  echo "run-tests --pg all:"
+  printf '  %s\n' "${results[@]}"
+  exit $rc
+fi
+case "$major" in
+  "" | 15 | 17 | 18) ;;
+  *) usage ;;
+esac
+
 bash scripts/install-deps.sh || exit 1
-if $cassert; then
-  PG_CONFIG=$(bash scripts/build-cassert-pg.sh) || exit 1
+# Debian's 15 by default (or PG_CONFIG's); every other configuration is a build of its own.
+if $cassert || [ "${major:-15}" != 15 ]; then
+  build_options=()
+  $cassert && build_options+=(--cassert)
+  [ -n "${PG_CONFIG:-}" ] && echo "=== (PG_CONFIG=$PG_CONFIG is not used: --pg and --cassert pick the server)"
+  PG_CONFIG=$(bash scripts/build-pg.sh "${major:-15}" "${build_options[@]}")
+  status=$?
+  if [ $status -eq 3 ]; then
+    echo "=== NOT TESTED: PostgreSQL ${major:-15}'s source cannot be had from the archive (above)"
+    exit 3
+  fi
+  [ $status -eq 0 ] || exit 1
   export PG_CONFIG
 fi
 . scripts/pg-env.sh || exit 1
 echo "=== PostgreSQL: $("$PG_CONFIG" --version) ($PG_CONFIG)"
+server_major=$("$PG_CONFIG" --version | sed -n 's/^PostgreSQL \([0-9]*\).*/\1/p')
+if [ -n "$major" ] && [ "$server_major" != "$major" ]; then
+  echo "$PG_CONFIG is PostgreSQL $server_major, not $major" >&2
+  exit 1
+fi
+# pg15, pg18-cassert, ...: names the output directory and the summary.
+flavour=pg$server_major
+"$PG_CONFIG" --configure | grep -q -- --enable-cassert && flavour=$flavour-cassert
 
 make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG" all test-tools || exit 1
 make -s install PG_CONFIG="$PG_CONFIG" >/dev/null || exit 1
@@ -37,18 +101,44 @@ make -s install PG_CONFIG="$PG_CONFIG" >/dev/null || exit 1
 # installed, as a third party would.
 make -s -C examples/sink PG_CONFIG="$PG_CONFIG" clean install >/dev/null || exit 1
 
+# The source of the upgrades from 15 (TAP 040 and 021), on another major: PostgreSQL 15 as
+# released (Debian 12's source package, built with assertions as for --cassert), with this
+# outbox, built in a copy of the tree (this one's objects are the tested major's; the sink
+# libraries, which no PostgreSQL header goes into, are the same). Not Debian's 15.20 binary
+# package: it stores an attribute option on every column (pg_attver) that 18.6 refuses, so
+# pg_upgrade from it fails on any table (docs/operations.md, "Upgrading PostgreSQL").
+install_upgrade_source() {
+  local pg_config build rc
+  pg_config=$(bash scripts/build-pg.sh 15 --cassert) || return 1
+  build=$(mktemp -d "${TMPDIR:-/tmp}/outbox-build-15.XXXXXX")
+  cp -a Makefile outbox.control outbox--*.sql src outbox_sink_*.so "$build/" &&
+    make -s -C "$build" -j"$(nproc)" PG_CONFIG="$pg_config" all >/dev/null &&
+    make -s -C "$build" install PG_CONFIG="$pg_config" >/dev/null
+  rc=$?
+  rm -rf "$build"
+  [ $rc -eq 0 ] && OUTBOX_UPGRADE_FROM=$("$pg_config" --bindir | xargs dirname)
+  return $rc
+}
+if [ "$server_major" != 15 ]; then
+  echo "=== PostgreSQL 15 with outbox, the source of the upgrade tests (TAP 021, 040)"
+  install_upgrade_source || exit 1
+  export OUTBOX_UPGRADE_FROM
+fi
+
 passed=0
 failed=0
 failed_names=()
 suite() {
-  local name=$1
+  local name=$1 started=$SECONDS
   shift
   echo "=== $name"
   if "$@"; then
     passed=$((passed + 1))
+    echo "=== $name: passed in $((SECONDS - started)) s"
   else
     failed=$((failed + 1))
     failed_names+=("$name")
+    echo "=== $name: FAILED in $((SECONDS - started)) s"
   fi
 }
 
@@ -63,10 +153,9 @@ trap 'exit 130' INT TERM
 cp -a "$repo/Makefile" "$repo/src" "$repo/test" "$repo/README.md" "$repo/docs" "$repo/examples" "$work/"
 [ "$(id -u)" = 0 ] && chown -R postgres: "$work"
 
-# Keeps a failed suite's output in test/output/ (test/output-cassert/) for a look after the
-# run.
-output=test/output
-$cassert && output=test/output-cassert
+# Keeps a failed suite's output in test/output/<configuration>/ (pg15, pg18-cassert, ...)
+# for a look after the run.
+output=test/output/$flavour
 # keep_output NAME PATH...: copies the paths into test/output/NAME.
 keep_output() {
   local name=$1
@@ -199,5 +288,5 @@ suite "tap" run_tap
 suite "server logs" check_server_logs
 
 echo
-echo "suites: ${passed} passed, ${failed} failed${failed_names:+ (${failed_names[*]})}"
+echo "suites on $flavour: ${passed} passed, ${failed} failed${failed_names:+ (${failed_names[*]})}"
 [ "$failed" -eq 0 ]

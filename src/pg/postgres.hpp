@@ -29,10 +29,7 @@ extern "C" {
 #include "utils/uuid.h"
 }
 
-// Supported: PostgreSQL 15, the one version built and tested (docs/install.md).
-#if PG_VERSION_NUM < 150000
-#error "outbox needs PostgreSQL 15: set PG_CONFIG to a PostgreSQL 15 pg_config"
-#endif
+#include "pg/pg_compat.hpp"
 
 #undef snprintf
 #undef vsnprintf

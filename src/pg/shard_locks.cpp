@@ -55,7 +55,7 @@ shards::Mask claim_shards(shards::Mask want) {
     if (!(want & bit)) continue;
     LOCKTAG tag = shard_tag(s);
     // Held already: not taken twice (a session lock taken twice needs two releases).
-    if (LockHeldByMe(&tag, ExclusiveLock) ||
+    if (lock_held_by_me(&tag, ExclusiveLock) ||
         LockAcquire(&tag, ExclusiveLock, true, true) != LOCKACQUIRE_NOT_AVAIL) {
       held |= bit;
     }
@@ -69,7 +69,7 @@ shards::Mask release_shards(shards::Mask give) {
     const shards::Mask bit = shards::Mask{1} << s;
     if (!(give & bit)) continue;
     LOCKTAG tag = shard_tag(s);
-    if (LockHeldByMe(&tag, ExclusiveLock) && LockRelease(&tag, ExclusiveLock, true)) {
+    if (lock_held_by_me(&tag, ExclusiveLock) && LockRelease(&tag, ExclusiveLock, true)) {
       released |= bit;
     }
   }

@@ -8,8 +8,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('cron');
-# The assert-enabled build has pg_cron only when its source could be fetched (see
-# scripts/build-cassert-pg.sh).
+# A PostgreSQL built from source (scripts/build-pg.sh) has pg_cron only when the archive
+# served its source.
 my $sharedir = $node->config_data('--sharedir');
 plan skip_all => "pg_cron is not installed in $sharedir"
   unless -f "$sharedir/extension/pg_cron.control";

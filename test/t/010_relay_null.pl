@@ -15,6 +15,16 @@ outbox.retry_backoff_max = '200ms'
 });
 $node->safe_psql('postgres', 'CREATE EXTENSION outbox;');
 
+# 18 lists the loaded libraries, with the name and version of their magic block
+# (src/pg/pg_compat.hpp): the library's version is the extension's default version.
+SKIP: {
+	skip 'pg_get_loaded_modules() came with PostgreSQL 18', 1 if $node->pg_version < 18;
+	my ($control_version) = slurp_file($node->config_data('--sharedir') . '/extension/outbox.control')
+	  =~ /^default_version = '(.*)'$/m;
+	is($node->safe_psql('postgres', q{SELECT module_name || ' ' || version FROM pg_get_loaded_modules()
+		WHERE file_name = 'outbox.so'}), "outbox $control_version", "the library's magic block names it and its version");
+}
+
 # Before a sink is configured the relay waits, and says so.
 ok($node->poll_query_until('postgres', q{SELECT state = 'unconfigured' FROM outbox.status}),
 	'an unconfigured relay says so in outbox.status');

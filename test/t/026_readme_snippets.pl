@@ -34,8 +34,8 @@ ok(@quickstart >= 1, 'the README has marked Quick start SQL blocks');
 
 my $node = PostgreSQL::Test::Cluster->new('readme');
 my $sharedir = $node->config_data('--sharedir');
-# The assert-enabled build has pg_cron only when its source could be fetched (see
-# scripts/build-cassert-pg.sh).
+# A PostgreSQL built from source (scripts/build-pg.sh) has pg_cron only when the archive
+# served its source.
 my $have_cron = -f "$sharedir/extension/pg_cron.control";
 my @cron_conf = marked_blocks('docs/operations.md', 'pg_cron-conf');
 my @cron_sql = marked_blocks('docs/operations.md', 'pg_cron');

@@ -13,9 +13,10 @@ our @EXPORT = qw(relay_node ids wait_published enqueue_in_open_transaction wait_
   wait_relay_reloaded wait_relay_idle);
 
 # A started node named $name; $settings (postgresql.conf lines) come after the defaults.
+# %opt: install_path, the PostgreSQL installation to run (default: PG_CONFIG's).
 sub relay_node {
-	my ($name, $settings) = @_;
-	my $node = PostgreSQL::Test::Cluster->new($name);
+	my ($name, $settings, %opt) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name, %opt);
 	$node->init;
 	$node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'outbox'

@@ -1,24 +1,58 @@
 #!/usr/bin/env bash
-# Builds PostgreSQL 15 with assertions (--enable-cassert: freed memory is overwritten, memory
-# contexts are checked) from Debian's bookworm source package, with what the test suite
-# needs and no more, and installs it into a prefix of its own. Run as root on Debian 12:
-#   bash scripts/build-cassert-pg.sh            # prints the prefix's pg_config path
+# Builds a PostgreSQL major from Debian's source package, with what the test suite needs and
+# no more (plus pg_cron from the same suite), and installs it into a prefix of its own. Run
+# as root on Debian 12:
+#   bash scripts/build-pg.sh 17             # prints the prefix's pg_config path
+#   bash scripts/build-pg.sh 18 --cassert   # with assertions (--enable-cassert: freed memory
+#                                           # is overwritten, memory contexts are checked)
 #
-#   OUTBOX_CASSERT_PREFIX  where to install (default /opt/outbox-pg15-cassert)
-#   PG_CRON_SOURCE         a pg_cron source tree to build instead of `apt-get source`
-#                          (for a mirror that does not carry pg-cron's source)
+#   15: postgresql-15 from bookworm (Debian 12's own release: its packages are the default;
+#       this script builds it for --cassert); 17: postgresql-17 from trixie; 18:
+#       postgresql-18 from sid. Only source packages come from the newer suites: their
+#       binaries would pull in a newer libc.
+#   OUTBOX_PG_PREFIX   where to install (default /opt/outbox-pg<major>[-cassert])
+#   PG_CRON_SOURCE     a pg_cron source tree to build instead of `apt-get source`
+#                      (for a mirror that does not carry pg-cron's source)
 #
 # The prefix is the cache: when it holds a complete build of the same source version with
 # the same flags (its stamp file says so), nothing is done. Progress goes to stderr, the
 # pg_config path alone to stdout.
 set -euo pipefail
 
-prefix=${OUTBOX_CASSERT_PREFIX:-/opt/outbox-pg15-cassert}
-stamp="$prefix/.outbox-cassert-stamp"
+usage() {
+  echo "usage: bash scripts/build-pg.sh 15|17|18 [--cassert]" >&2
+  exit 2
+}
+major=${1:-}
+cassert=false
+case "${2:-}" in
+  "") ;;
+  --cassert) cassert=true ;;
+  *) usage ;;
+esac
+case "$major" in
+  15) suite=bookworm ;;
+  17) suite=trixie ;;
+  18) suite=sid ;;
+  *) usage ;;
+esac
+pg_source=postgresql-$major
+# pg_cron's source package; one that builds against this major, from the same suite.
+cron_source=pg-cron
+
+flavour=pg$major
+configure_flags=(--enable-debug --enable-tap-tests --without-readline --without-icu)
+build_cflags="-O2"
+if $cassert; then
+  flavour=pg$major-cassert
+  configure_flags+=(--enable-cassert)
+  build_cflags="-O1"
+fi
+prefix=${OUTBOX_PG_PREFIX:-/opt/outbox-$flavour}
+stamp="$prefix/.outbox-build-stamp"
 cron_stamp="$prefix/.outbox-pg_cron-stamp"
-configure_flags=(--enable-cassert --enable-debug --enable-tap-tests --without-readline)
-build_cflags="-O1"
 # What the tests use, in the order of src/Makefile (ecpg, docs, the other contribs: not).
+# src/bin holds pg_upgrade and pg_dump, which the upgrade test (TAP 040) runs.
 build_dirs=(
   src/common src/port src/timezone src/backend src/backend/utils/mb/conversion_procs
   src/backend/snowball src/include src/interfaces/libpq
@@ -27,51 +61,60 @@ build_dirs=(
   contrib/pg_stat_statements
 )
 
-log() { echo "build-cassert-pg: $*" >&2; }
+log() { echo "build-pg: $*" >&2; }
 die() {
   log "$*"
   exit 1
 }
+# Exit status 3: the archive cannot give the source (test/run-tests.sh and .ci/run report
+# that configuration as not obtainable rather than failed).
+unobtainable() {
+  log "$*"
+  [ -z "${work:-}" ] || rm -rf "$work"
+  exit 3
+}
 
 case "$prefix" in
   /*) ;;
-  *) die "OUTBOX_CASSERT_PREFIX must be an absolute path: $prefix" ;;
+  *) die "OUTBOX_PG_PREFIX must be an absolute path: $prefix" ;;
 esac
 
 # --- apt: the source lines and the build dependencies -----------------------------------
 
-# The .dsc that `apt-get source` would fetch from bookworm main, such as
-# postgresql-15_15.18-0+deb12u1.dsc (the security suite's sources are not used). Run from /,
-# where no downloaded copy makes apt print "Skipping" instead.
+# The .dsc that `apt-get source` would fetch for source package $1 from $suite's main, such
+# as postgresql-15_15.18-0+deb12u1.dsc (bookworm's security suite's sources are not used).
+# Run from /, where no downloaded copy makes apt print "Skipping" instead.
 source_dsc() {
-  (cd / && apt-get source --print-uris "$1/bookworm" 2>/dev/null) |
+  (cd / && apt-get source --print-uris "$1/$suite" 2>/dev/null) |
     awk '$2 ~ /\.dsc$/ { print $2; exit }'
 }
 
+# One deb-src entry for the three suites, whichever major is built: source packages only,
+# so no binary package of trixie or sid can be installed through it.
 ensure_sources() {
-  [ -n "$(source_dsc postgresql-15)" ] && return
-  [ "$(id -u)" = 0 ] || die "run as root: apt needs a deb-src line for bookworm main"
+  [ -n "$(source_dsc "$pg_source")" ] && return
+  [ "$(id -u)" = 0 ] || die "run as root: apt needs a deb-src line for $suite main"
   log "apt-get update"
   apt-get update -qq
-  [ -n "$(source_dsc postgresql-15)" ] && return
+  [ -n "$(source_dsc "$pg_source")" ] && return
   local parts
   eval "$(apt-config shell parts Dir::Etc::sourceparts/d)"
-  log "adding a deb-src line for bookworm main (${parts%/}/outbox-debian-src.sources)"
+  log "adding deb-src lines for bookworm, trixie and sid main (${parts%/}/outbox-debian-src.sources)"
   cat >"${parts%/}/outbox-debian-src.sources" <<'EOF'
 Types: deb-src
 URIs: http://deb.debian.org/debian
-Suites: bookworm
+Suites: bookworm trixie sid
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
   apt-get update -qq
-  [ -n "$(source_dsc postgresql-15)" ] || die "apt finds no source package postgresql-15 in bookworm"
+  [ -n "$(source_dsc "$pg_source")" ] || unobtainable "apt finds no source package $pg_source in $suite"
 }
 
 ensure_build_deps() {
-  # libipc-run-perl: configure --enable-tap-tests checks for it. No bison or flex: the
-  # release tarball carries the generated parsers. No readline: the tests never type.
-  local packages=(build-essential dpkg-dev zlib1g-dev libipc-run-perl bzip2 xz-utils)
+  # libipc-run-perl: configure --enable-tap-tests checks for it. bison and flex: 18's
+  # tarball no longer carries the generated parsers. No readline: the tests never type.
+  local packages=(build-essential dpkg-dev zlib1g-dev libipc-run-perl bzip2 xz-utils bison flex)
   local missing=() p
   for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -91,9 +134,11 @@ server_stamp() {
     "dirs ${build_dirs[*]}"
 }
 
-# Only a prefix that is empty, absent, or one of our builds may be wiped.
+# Only a prefix that is empty, absent, or one of our builds may be wiped (.outbox-cassert-stamp:
+# a build of this script's predecessor, build-cassert-pg.sh).
 reset_prefix() {
-  if [ -d "$prefix" ] && [ -n "$(ls -A "$prefix")" ] && [ ! -f "$stamp" ]; then
+  if [ -d "$prefix" ] && [ -n "$(ls -A "$prefix")" ] && [ ! -f "$stamp" ] &&
+    [ ! -f "$prefix/.outbox-cassert-stamp" ]; then
     die "$prefix is not empty and holds no build of this script: refusing to overwrite it"
   fi
   rm -rf "$prefix"
@@ -111,11 +156,18 @@ check_paths_in_prefix() {
   [ -z "$outside" ] || die "install paths outside $prefix: $outside"
 }
 
+# Downloads the source package into $1, before anything is removed from the prefix.
+fetch_server_source() {
+  local work=$1
+  (cd "$work" && apt-get source --download-only "$pg_source/$suite" >"$work/source.log" 2>&1) || {
+    grep -E '^E:' "$work/source.log" | head -3 >&2
+    unobtainable "the archive lists $pg_source in $suite but did not serve it (apt-get source failed)"
+  }
+}
+
 build_server() {
   local dsc=$1 work=$2 jobs
   jobs=$(nproc)
-  (cd "$work" && apt-get source --download-only postgresql-15/bookworm >/dev/null 2>&1) ||
-    die "apt-get source postgresql-15 failed"
   (cd "$work" && dpkg-source --skip-patches -x "$dsc" pg >/dev/null 2>&1) ||
     die "dpkg-source could not unpack $dsc"
   cd "$work/pg"
@@ -145,7 +197,7 @@ check_server() {
   pkglibdir=$("$pg_config" --pkglibdir)
   sharedir=$("$pg_config" --sharedir)
   pgxs=$(dirname "$("$pg_config" --pgxs)")/../..
-  for f in "$bindir"/{postgres,initdb,pg_ctl,psql,pg_dump,pg_restore,pg_basebackup} \
+  for f in "$bindir"/{postgres,initdb,pg_ctl,psql,pg_dump,pg_restore,pg_basebackup,pg_upgrade} \
     "$pkglibdir"/{plpgsql.so,pg_stat_statements.so} \
     "$sharedir/extension/pg_stat_statements.control" \
     "$("$pg_config" --includedir-server)/postgres.h" \
@@ -166,8 +218,8 @@ pg_cron_source() {
     return
   fi
   mkdir -p "$work/cron"
-  if ! (cd "$work/cron" && apt-get source postgresql-15-cron/bookworm >"$work/cron.log" 2>&1); then
-    log "WARNING: apt-get source postgresql-15-cron failed:"
+  if ! (cd "$work/cron" && apt-get source "$cron_source/$suite" >"$work/cron.log" 2>&1); then
+    log "WARNING: apt-get source $cron_source/$suite failed:"
     grep -E '^E:' "$work/cron.log" | head -3 >&2
     return 1
   fi
@@ -190,7 +242,7 @@ pg_cron_stamp() {
   if [ -n "${PG_CRON_SOURCE:-}" ]; then
     echo "pg_cron from $PG_CRON_SOURCE"
   else
-    echo "pg_cron $(source_dsc postgresql-15-cron)"
+    echo "pg_cron $(source_dsc "$cron_source")"
   fi
   cat "$stamp"
 }
@@ -203,7 +255,7 @@ exec 9>"$prefix.lock"
 flock 9
 
 ensure_sources
-dsc=$(source_dsc postgresql-15)
+dsc=$(source_dsc "$pg_source")
 wanted=$(server_stamp "$dsc")
 server_ok=false
 [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ] && server_ok=true
@@ -213,11 +265,12 @@ $server_ok && [ -f "$cron_stamp" ] && [ "$(cat "$cron_stamp")" = "$(pg_cron_stam
 if ! $server_ok || ! $cron_ok; then
   [ "$(id -u)" = 0 ] || die "run as root to build into $prefix"
   ensure_build_deps
-  work=$(mktemp -d "${TMPDIR:-/tmp}/outbox-cassert-build.XXXXXX")
+  work=$(mktemp -d "${TMPDIR:-/tmp}/outbox-$flavour-build.XXXXXX")
   chmod 755 "$work"
   started=$SECONDS
   if ! $server_ok; then
     log "building ${dsc%.dsc} into $prefix (logs in $work)"
+    fetch_server_source "$work"
     reset_prefix
     build_server "$dsc" "$work"
     check_server

@@ -1,0 +1,44 @@
+// What differs between the PostgreSQL majors outbox builds against (15 to 18), in one place,
+// as PostgreSQL's own idiom has it: #if PG_VERSION_NUM. Included by pg/postgres.hpp only.
+// Each difference is a name of ours that means the same on every major, with the test that
+// would fail if it were wrong (docs/install.md, "PostgreSQL versions").
+#pragma once
+
+extern "C" {
+#include "storage/lock.h"
+}
+
+// 15 to 18: built and tested on 15, 17 and 18; 16 builds with the same branches, untested.
+// The minor releases of May 2025 on: durability.cpp reads WalSndCtl->sync_standbys_status,
+// which they brought (with the fix of a race at start-up it tells apart).
+#if PG_VERSION_NUM < 150000
+#error "outbox needs PostgreSQL 15 or later: set PG_CONFIG to the pg_config of 15, 16, 17 or 18"
+#elif PG_VERSION_NUM >= 190000
+#error "outbox supports PostgreSQL 15 to 18: this PostgreSQL is newer than any it was tested on"
+#elif PG_VERSION_NUM < 150013 || (PG_VERSION_NUM >= 160000 && PG_VERSION_NUM < 160009) || \
+    (PG_VERSION_NUM >= 170000 && PG_VERSION_NUM < 170005)
+#error "outbox needs a minor release of May 2025 or later: 15.13, 16.9, 17.5 (or any 18)"
+#endif
+
+// The library's magic block; 18 also records its name and version, which
+// pg_get_loaded_modules() shows (TAP 010).
+#if PG_VERSION_NUM >= 180000
+#define OUTBOX_MODULE_MAGIC PG_MODULE_MAGIC_EXT(.name = "outbox", .version = OUTBOX_VERSION)
+#else
+#define OUTBOX_MODULE_MAGIC PG_MODULE_MAGIC
+#endif
+
+namespace outbox::pg {
+
+// Whether this session holds the lock in exactly `mode` (18 added "or a stronger one").
+// Shard ownership; isolation spec shard_ownership (a shard claimed twice is given back by one
+// release).
+inline bool lock_held_by_me(const LOCKTAG* tag, LOCKMODE mode) {
+#if PG_VERSION_NUM >= 180000
+  return LockHeldByMe(tag, mode, false);
+#else
+  return LockHeldByMe(tag, mode);
+#endif
+}
+
+}  // namespace outbox::pg
