@@ -14,8 +14,8 @@
 # `make installcheck` against a throwaway cluster (the postgres user runs it, in a temp
 # directory that user owns), `make prove_installcheck` as the postgres user in a copy of the
 # tests in that directory (the checkout itself may not be readable by it). On a major other
-# than 15, the extension is also installed into Debian's 15, the cluster that TAP 040 upgrades
-# from (pg_upgrade, and pg_dump into the new major).
+# than 15, the extension is also installed into 15 built with assertions, the source of the
+# upgrade tests (TAP 040: pg_upgrade; 021: pg_dump restored into the new major).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -103,21 +103,14 @@ make -s -C examples/sink PG_CONFIG="$PG_CONFIG" clean install >/dev/null || exit
 
 # The source of the upgrades from 15 (TAP 040 and 021), on another major: PostgreSQL 15 as
 # released (Debian 12's source package, built with assertions as for --cassert), with this
-# outbox, built in a copy of the tree (this one's objects are the tested major's; the sink
-# libraries, which no PostgreSQL header goes into, are the same). Not Debian's 15.20 binary
-# package: it stores an attribute option on every column (pg_attver) that 18.6 refuses, so
-# pg_upgrade from it fails on any table (docs/operations.md, "Upgrading PostgreSQL").
+# outbox. Not Debian's 15.20 binary package: it stores an attribute option on every column
+# (pg_attver) that 18.6 refuses, so pg_upgrade from it fails on any table
+# (docs/operations.md, "Upgrading PostgreSQL").
 install_upgrade_source() {
-  local pg_config build rc
-  pg_config=$(bash scripts/build-pg.sh 15 --cassert) || return 1
-  build=$(mktemp -d "${TMPDIR:-/tmp}/outbox-build-15.XXXXXX")
-  cp -a Makefile outbox.control outbox--*.sql src outbox_sink_*.so "$build/" &&
-    make -s -C "$build" -j"$(nproc)" PG_CONFIG="$pg_config" all >/dev/null &&
-    make -s -C "$build" install PG_CONFIG="$pg_config" >/dev/null
-  rc=$?
-  rm -rf "$build"
-  [ $rc -eq 0 ] && OUTBOX_UPGRADE_FROM=$("$pg_config" --bindir | xargs dirname)
-  return $rc
+  local pg_config
+  pg_config=$(bash scripts/build-pg.sh 15 --cassert) &&
+    bash scripts/install-into.sh "$pg_config" &&
+    OUTBOX_UPGRADE_FROM=$(dirname "$("$pg_config" --bindir)")
 }
 if [ "$server_major" != 15 ]; then
   echo "=== PostgreSQL 15 with outbox, the source of the upgrade tests (TAP 021, 040)"

@@ -8,24 +8,8 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use FindBin;
-
-# The repository's root: test/t/.. /.. (test/run-tests.sh copies README.md and docs/ beside
-# test/).
-my $root = "$FindBin::RealBin/../..";
-
-# The contents of the fenced blocks marked "<!-- test: $name -->" in $file, in order.
-sub marked_blocks {
-	my ($file, $name) = @_;
-	open my $fh, '<', "$root/$file" or die "cannot read $root/$file: $!";
-	my $text = do { local $/; <$fh> };
-	close $fh;
-	my @blocks;
-	while ($text =~ /^<!-- test: \Q$name\E -->\n(?:[ \t]*\n)*```[^\n]*\n(.*?)^```[ \t]*$/msg)
-	{
-		push @blocks, $1;
-	}
-	return @blocks;
-}
+use lib $FindBin::Bin;
+use OutboxNode;
 
 my @conf = marked_blocks('README.md', 'quickstart-conf');
 my @quickstart = marked_blocks('README.md', 'quickstart');

@@ -34,6 +34,11 @@ plan skip_all => 'OUTBOX_UPGRADE_FROM names no older installation with outbox '
   . '(test/run-tests.sh sets it on 17 and 18)'
   unless $old_install;
 
+my @blocks = marked_blocks('docs/operations.md', 'pg_upgrade');
+is(scalar @blocks, 1, 'docs/operations.md has one marked pg_upgrade procedure');
+my $procedure_block = $blocks[0];
+like($procedure_block, qr/--link   # or --copy$/m, '... which ends with pg_upgrade --link');
+
 my $n_keys = 500;
 my $chunks = 4;
 my $per_chunk = 2500;
@@ -91,17 +96,14 @@ sub upgrade {
 		close $fh;
 		chmod 0600, "$files/$name";
 	}
-	# The settings both clusters run with (the new one's postgresql.conf gets them before
-	# pg_upgrade, as the procedure says).
-	my $settings = qq{
+	# The procedure copies them into the new cluster's postgresql.conf.
+	$old->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'outbox'
 outbox.database = 'postgres'
 outbox.poll_interval = '200ms'
 outbox.sink_files_directory = '$files'
 outbox.partition_interval = '1s'
 outbox.premake = 30
-};
-	$old->append_conf('postgresql.conf', $settings . qq{
 outbox.max_attempts = 2
 outbox.retry_backoff_min = '10ms'
 outbox.retry_backoff_max = '10ms'
@@ -155,24 +157,27 @@ outbox.retry_backoff_max = '10ms'
 	$old->stop;
 	my $sent_before = line_count("$files/old.tsv");
 
-	# --- The new cluster, by the procedure: initdb (without checksums, as the old one), the
-	# same outbox settings, pg_upgrade --check, pg_upgrade.
+	# --- The new cluster, by the procedure of docs/operations.md as written: initdb, outbox's
+	# settings, pg_upgrade --check, pg_upgrade. Its node gives the port and socket directory
+	# the test then talks to the new server on.
 	my $new = PostgreSQL::Test::Cluster->new("new_$mode");
-	$new->init($new->pg_version >= 18 ? (no_data_checksums => 1) : ());
-	$new->append_conf('postgresql.conf', $settings);
-	my @upgrade = (
-		'pg_upgrade', '--no-sync',
-		'--old-datadir' => $old->data_dir,
-		'--new-datadir' => $new->data_dir,
-		'--old-bindir' => "$old_install/bin",
-		'--new-bindir' => $new->config_data('--bindir'),
-		'--socketdir' => $new->host,
-		'--old-port' => $old->port,
-		'--new-port' => $new->port);
-	chdir $new->basedir or die "chdir: $!";    # pg_upgrade writes into its working directory
-	command_ok([ @upgrade, '--check' ], "$mode: pg_upgrade --check");
-	command_ok([ @upgrade, "--$mode" ], "$mode: pg_upgrade --$mode");
+	my $procedure = $procedure_block;
+	$procedure =~ s/--link   # or --copy$/--$mode/m;
+	$procedure =~ s/ --no-data-checksums$//m if $new->pg_version < 18;
+	{
+		local $ENV{old} = "$old_install/bin";
+		local $ENV{new} = $new->config_data('--bindir');
+		local $ENV{olddata} = $old->data_dir;
+		local $ENV{newdata} = $new->data_dir;
+		chdir $new->basedir or die "chdir: $!";    # pg_upgrade writes into its working directory
+		command_ok([ 'bash', '-e', '-c', $procedure ], "$mode: the procedure (pg_upgrade --$mode)");
+	}
 	is(line_count("$files/old.tsv"), $sent_before, "$mode: nothing was sent while pg_upgrade ran");
+	$new->append_conf('postgresql.conf', sprintf(qq{
+port = %d
+unix_socket_directories = '%s'
+listen_addresses = ''
+}, $new->port, $new->host));
 
 	# --- After the upgrade. A first start without the relay, for a look at what it would
 	# move (the marks); then the server as the procedure starts it.

@@ -1,5 +1,6 @@
 # What the relay's TAP tests share: a node with outbox preloaded and the relay working in
-# database postgres, and helpers that compare event ids as sets.
+# database postgres, helpers that compare event ids as sets, and the documentation's
+# snippets (marked_blocks).
 package OutboxNode;
 
 use strict;
@@ -8,9 +9,10 @@ use Exporter 'import';
 use PostgreSQL::Test::Cluster;
 use Test::More;
 use Time::HiRes qw(usleep);
+use FindBin;
 
 our @EXPORT = qw(relay_node ids wait_published enqueue_in_open_transaction wait_relay_pass
-  wait_relay_reloaded wait_relay_idle);
+  wait_relay_reloaded wait_relay_idle marked_blocks);
 
 # A started node named $name; $settings (postgresql.conf lines) come after the defaults.
 # %opt: install_path, the PostgreSQL installation to run (default: PG_CONFIG's).
@@ -113,6 +115,23 @@ sub wait_relay_idle {
 			SELECT query = 'outbox relay: waiting for events' FROM pg_stat_activity
 			 WHERE backend_type = 'outbox relay'}),
 		$what);
+}
+
+# The contents of the fenced blocks marked "<!-- test: $name -->" in $file, a path from the
+# repository's root (test/t/../..: test/run-tests.sh copies README.md and docs/ beside test/),
+# in order: the documentation's snippets, which the tests run as pasted.
+sub marked_blocks {
+	my ($file, $name) = @_;
+	my $path = "$FindBin::RealBin/../../$file";
+	open my $fh, '<', $path or die "cannot read $path: $!";
+	my $text = do { local $/; <$fh> };
+	close $fh;
+	my @blocks;
+	while ($text =~ /^<!-- test: \Q$name\E -->\n(?:[ \t]*\n)*```[^\n]*\n(.*?)^```[ \t]*$/msg)
+	{
+		push @blocks, $1;
+	}
+	return @blocks;
 }
 
 1;
