@@ -8,7 +8,7 @@ extern "C" {
 #include "storage/lock.h"
 }
 
-// 15 to 18: built and tested on 15, 17 and 18; 16 builds with the same branches, untested.
+// 15 to 18: built and tested on 15, 17 and 18; 16 takes the 15 side of each branch, untested.
 // The minor releases of May 2025 on: durability.cpp reads WalSndCtl->sync_standbys_status,
 // which they brought (with the fix of a race at start-up it tells apart).
 #if PG_VERSION_NUM < 150000
@@ -30,11 +30,11 @@ extern "C" {
 
 namespace outbox::pg {
 
-// Whether this session holds the lock in exactly `mode` (18 added "or a stronger one").
+// Whether this session holds the lock in exactly `mode` (17 added "or a stronger one").
 // Shard ownership; isolation spec shard_ownership (a shard claimed twice is given back by one
 // release).
 inline bool lock_held_by_me(const LOCKTAG* tag, LOCKMODE mode) {
-#if PG_VERSION_NUM >= 180000
+#if PG_VERSION_NUM >= 170000
   return LockHeldByMe(tag, mode, false);
 #else
   return LockHeldByMe(tag, mode);
