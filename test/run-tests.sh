@@ -265,7 +265,7 @@ check_server_logs() {
 
 suite "schedule" check_schedule
 suite "script guards" check_script_guards
-suite "unit tests" make -s unit-tests PG_CONFIG="$PG_CONFIG"
+suite "unit tests" make -s -j"$(nproc)" unit-tests PG_CONFIG="$PG_CONFIG"
 suite "format" make -s format-check
 if start_installcheck_cluster; then
   suite "pg_regress" run_regress
