@@ -16,6 +16,7 @@
 #   bash bench/majors.sh                 # 2 rounds of QUICK=1 runs, about 20 minutes
 #   ROUNDS=3 FULL=1 bash bench/majors.sh # full-length runs of both benchmarks
 #   MAJORS="15=/usr/lib/postgresql/15/bin/pg_config 18=/opt/outbox-pg18/bin/pg_config" bash bench/majors.sh
+#   bash bench/majors.sh --report bench/results/majors-<time>   # the table again, from a run's outputs
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -23,21 +24,29 @@ ROUNDS=${ROUNDS:-2}
 quick=1
 [ "${FULL:-0}" = 1 ] && quick=0
 
-if [ -z "${MAJORS:-}" ]; then
+report_only=false
+if [ "${1:-}" = --report ]; then
+  out=${2:?usage: bash bench/majors.sh --report DIR}
+  report_only=true
+  MAJORS=$(cat "$out/majors.txt")
+  ROUNDS=$(cat "$out/rounds.txt")
+elif [ -z "${MAJORS:-}" ]; then
   MAJORS="15=/usr/lib/postgresql/15/bin/pg_config"
   MAJORS+=" 15-src=$(bash "$repo/scripts/build-pg.sh" 15)"
   MAJORS+=" 18=$(bash "$repo/scripts/build-pg.sh" 18)"
 fi
 read -r -a majors <<<"$MAJORS"
-for m in "${majors[@]}"; do
-  echo "== installing outbox into ${m%%=*}: $("${m#*=}" --version) (${m#*=})"
-  bash "$repo/scripts/install-into.sh" "${m#*=}"
-done
-
-mkdir -p "$here/results"
-out="$here/results/majors-$(date -u +%Y%m%dT%H%M%SZ)"
-mkdir -p "$out"
-echo "== outputs in $out"
+if ! $report_only; then
+  for m in "${majors[@]}"; do
+    echo "== installing outbox into ${m%%=*}: $("${m#*=}" --version) (${m#*=})"
+    bash "$repo/scripts/install-into.sh" "${m#*=}"
+  done
+  out="$here/results/majors-$(date -u +%Y%m%dT%H%M%SZ)"
+  mkdir -p "$out"
+  echo "$MAJORS" >"$out/majors.txt"
+  echo "$ROUNDS" >"$out/rounds.txt"
+  echo "== outputs in $out"
+fi
 
 # Figures: name, the file (cost or drain), the line's label, the field to take from the end
 # of the line (1: last).
@@ -73,6 +82,7 @@ value() {
 }
 
 for r in $(seq 1 "$ROUNDS"); do
+  $report_only && break
   order=("${majors[@]}")
   if [ $((r % 2)) -eq 0 ]; then
     order=()
@@ -90,6 +100,11 @@ done
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
+echo
+echo "-- installations"
+for m in "${majors[@]}"; do
+  printf '   %-8s %s (%s)\n' "${m%%=*}" "$("${m#*=}" --version)" "$("${m#*=}" --configure | grep -o "CFLAGS=[^']*" | head -1)"
+done
 echo
 echo "-- results: median of $ROUNDS rounds (costs: % over the order-only transaction of the same"
 echo "   shape, as cost.sh reports them); against ${majors[0]%%=*}: the ratio, or for a cost the"

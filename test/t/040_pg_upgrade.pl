@@ -55,7 +55,8 @@ sub line_count {
 	return scalar @lines;
 }
 
-# id => "seq aggregateid state" of every event; state: published, dead, retry or pending.
+# id => { seq, key (aggregateid), state } of every event; state: published, dead, retry or
+# pending.
 sub event_states {
 	my ($node) = @_;
 	my %events;
@@ -121,7 +122,8 @@ outbox.retry_backoff_max = '10ms'
 			q{SELECT dead_lettered = 1 AND unpublished = 0 FROM outbox.status}),
 		"$mode: the old cluster has a dead letter, and its key's later events were sent");
 
-	# A retry: rejected every 5 s, longer than anything here waits; two events held behind it.
+	# A retry: this sink rejects it again every 5 s, until the new cluster's sink accepts it;
+	# two events of its key are held behind it.
 	$old->safe_psql('postgres', q{
 		ALTER SYSTEM SET outbox.max_attempts = 1000;
 		ALTER SYSTEM SET outbox.retry_backoff_min = '5s';
