@@ -4,13 +4,15 @@
 # bench/relay/throughput_paired.sh (the relay's drain against the server-side loop). Each
 # round runs both on every installation, in an order that alternates from one round to the
 # next (A B C, then C B A), so that a drift of the machine falls on each alike. Reported: the
-# median over rounds of each figure per installation, and its ratio to the first one.
+# median over rounds of each figure per installation, and its ratio to the first one (for a
+# cost in %, the difference in points).
 #
 # Installations (name=pg_config), by default:
-#   15        Debian 12's PostgreSQL 15 (its packages, its build flags)
-#   15-src    15.18 built from Debian's source package like the others (scripts/build-pg.sh 15):
-#             the same compiler flags as 18, so that 18 / 15-src is the major alone
+#   15-src    15.18 built from Debian's source package (scripts/build-pg.sh 15), as 18 is:
+#             the same compiler flags, so that 18 / 15-src is what the major changes
 #   18        18.6 built from Debian's source package (scripts/build-pg.sh 18)
+#   15        Debian 12's PostgreSQL 15 (its packages, its build flags): 15 / 15-src is what
+#             Debian's build changes
 # outbox is built and installed into each (scripts/install-into.sh).
 #
 #   bash bench/majors.sh                 # 2 rounds of QUICK=1 runs, about 20 minutes
@@ -31,9 +33,9 @@ if [ "${1:-}" = --report ]; then
   MAJORS=$(cat "$out/majors.txt")
   ROUNDS=$(cat "$out/rounds.txt")
 elif [ -z "${MAJORS:-}" ]; then
-  MAJORS="15=/usr/lib/postgresql/15/bin/pg_config"
-  MAJORS+=" 15-src=$(bash "$repo/scripts/build-pg.sh" 15)"
+  MAJORS="15-src=$(bash "$repo/scripts/build-pg.sh" 15)"
   MAJORS+=" 18=$(bash "$repo/scripts/build-pg.sh" 18)"
+  MAJORS+=" 15=/usr/lib/postgresql/15/bin/pg_config"
 fi
 read -r -a majors <<<"$MAJORS"
 if ! $report_only; then
@@ -68,6 +70,7 @@ figures=(
 # the end; 0: the number after the label; x: the relay's "x loop" ratio. CLIENTS: the
 # "clients=N" block the line is in (- for none).
 value() {
+  [ -f "$1" ] || return 0
   awk -v label="$2" -v field="$3" -v clients="$4" '
     /^   clients=/ { block = substr($1, 9) }
     index($0, "   " label) == 1 && (clients == "-" || block == clients) {

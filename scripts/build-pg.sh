@@ -220,7 +220,7 @@ pg_cron_source() {
   mkdir -p "$work/cron"
   if ! (cd "$work/cron" && apt-get source "$cron_source/$suite" >"$work/cron.log" 2>&1); then
     log "WARNING: apt-get source $cron_source/$suite failed:"
-    grep -E '^E:' "$work/cron.log" | head -3 >&2
+    grep -E '^E:' "$work/cron.log" | head -1 >&2
     return 1
   fi
   find "$work/cron" -mindepth 1 -maxdepth 1 -type d | head -1
