@@ -13,6 +13,8 @@ build=$(mktemp -d "${TMPDIR:-/tmp}/outbox-build.XXXXXX")
 trap 'rm -rf "$build"' EXIT
 cd "$repo"
 cp -a Makefile outbox.control outbox--*.sql src "$build/"
-for lib in outbox_sink_*.so; do [ -f "$lib" ] && cp -a "$lib" "$build/"; done
+for lib in outbox_sink_*.so; do
+  if [ -f "$lib" ]; then cp -a "$lib" "$build/"; fi
+done
 make -s -C "$build" -j"$(nproc)" PG_CONFIG="$pg_config" all >/dev/null
 make -s -C "$build" install PG_CONFIG="$pg_config" >/dev/null
