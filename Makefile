@@ -1,6 +1,6 @@
 # outbox: PostgreSQL extension, built with PGXS.
 EXTENSION = outbox
-EXTVERSION = 0.5.0
+EXTVERSION = 0.6.0
 MODULE_big = outbox
 # Two files of src/sinks are outbox.so's too: the option rules, which configure_sink applies
 # before a sink sees its options (src/pg/sink_loader.cpp), and the sinks again; and the host of

@@ -4,7 +4,7 @@
 # new temp directory. Installs the build dependencies first when some are missing. Run as
 # root on Debian 12:
 #   bash scripts/build-deb.sh       # prints the .deb's path; progress goes to stderr
-#   apt install /tmp/outbox-deb.XXXXXX/postgresql-15-outbox_0.5.0-1_amd64.deb
+#   apt install /tmp/outbox-deb.XXXXXX/postgresql-15-outbox_0.6.0-1_amd64.deb
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 log() { echo "build-deb: $*" >&2; }

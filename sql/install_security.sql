@@ -56,8 +56,11 @@ SELECT format('DROP TABLE outbox.%I', name) AS drop_partition,
 SET ROLE mallory;
 CREATE TABLE outbox.planted (i int);
 CREATE FUNCTION outbox.nextval(text) RETURNS bigint LANGUAGE sql AS 'SELECT 1::bigint';
+-- (the SQLSTATE only: the partition's name is the day's)
+\set VERBOSITY sqlstate
 :drop_partition;
 :detach_partition;
+\set VERBOSITY terse
 RESET ROLE;
 SELECT count(*) AS partitions_attached FROM pg_inherits WHERE inhparent = 'outbox.events'::regclass;
 REVOKE USAGE ON SCHEMA outbox FROM mallory;

@@ -5,7 +5,6 @@
 
 namespace outbox {
 
-// The type's length first, so that ("a", "bc") and ("ab", "c") differ.
 std::string KeyHolds::key(std::string_view aggregatetype, std::string_view aggregateid) {
   std::string out = std::to_string(aggregatetype.size());
   out += ':';

@@ -43,8 +43,10 @@ class KeyHolds {
   std::vector<std::int64_t> decide(const std::vector<Key>& keys,
                                    const std::vector<std::int64_t>& seqs) const;
 
- private:
+  // A key as one string; the type's length first, so that ("a", "bc") and ("ab", "c") differ.
   static std::string key(std::string_view aggregatetype, std::string_view aggregateid);
+
+ private:
   std::map<std::string, Hold, std::less<>> holds_;
 };
 

@@ -1,9 +1,13 @@
-// Held keys (ordered mode, core/key_holds.hpp): the later events of a key whose earliest
-// unresolved event waits for a retry go back on the retry path behind it, with its retry
-// time, and are sent after it in seq order. No attempt is counted for them.
+// Failed events and held keys. A rejected event, or one that failed transiently while
+// others of its batch were delivered, waits for a retry; in ordered mode its key is held
+// (core/key_holds.hpp): the key's later events go back on the retry path behind it, with
+// its retry time, and are sent after it in seq order. No attempt is counted for them.
+#include <algorithm>
+
 #include "relay/relay.hpp"
 
 #include "pg/boundary.hpp"
+#include "pg/settings.hpp"
 
 namespace outbox::pg::relay {
 
@@ -87,6 +91,53 @@ bool Queue::defer(const Fetched& batch, const std::vector<sinks::Outcome>& outco
     }
   }
   return resolved;
+}
+
+// One attempt more and a later retry, or the dead letters (then next_attempt_at is
+// cleared: it leaves the retry index).
+bool Queue::mark_rejected(const Row& row, const std::string& error) {
+  const bool dead = row.attempts + 1 >= settings.max_attempts;
+  // No jitter: one relay fetches the due retries together anyway (docs/reference.md).
+  const int delay_ms = pacing::backoff_ms(settings.retry_backoff_min_ms,
+                                          settings.retry_backoff_max_ms, row.attempts + 1);
+  SPIPlanPtr plan = partition_plan(reject_plans_, row.rel, Update::kRejected);
+  const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
+  const TimestampTz retry_at = now + static_cast<TimestampTz>(delay_ms) * 1000;
+  guard([&] {
+    Datum params[4] = {PointerGetDatum(&row.tid), CStringGetTextDatum(error.c_str()),
+                       TimestampTzGetDatum(retry_at), TimestampTzGetDatum(now)};
+    const char nulls[4] = {' ', ' ', dead ? 'n' : ' ', dead ? ' ' : 'n'};
+    int rc = SPI_execute_plan(plan, params, nulls, false, 0);
+    if (rc != SPI_OK_UPDATE) elog(ERROR, "outbox relay: recording a rejection failed");
+  });
+  // A dead letter releases its key's later events: they are due now, and the holds are read
+  // again before they are fetched.
+  if (dead && !ordered_) return dead;
+  hold_key(row, dead ? now : retry_at);
+  return dead;
+}
+
+void Queue::mark_transient(const Row& row, const std::string& error) {
+  const int failures = transient_.failed(row.aggregatetype.view(), row.aggregateid.view());
+  const int delay_ms =
+      pacing::backoff_ms(settings.retry_backoff_min_ms, settings.retry_backoff_max_ms, failures);
+  SPIPlanPtr plan = partition_plan(transient_plans_, row.rel, Update::kTransient);
+  const TimestampTz retry_at =
+      guard([] { return GetCurrentTimestamp(); }) + static_cast<TimestampTz>(delay_ms) * 1000;
+  guard([&] {
+    Datum params[3] = {PointerGetDatum(&row.tid), CStringGetTextDatum(error.c_str()),
+                       TimestampTzGetDatum(retry_at)};
+    if (SPI_execute_plan(plan, params, nullptr, false, 0) != SPI_OK_UPDATE || SPI_processed != 1) {
+      elog(ERROR, "outbox relay: recording a transient failure failed");
+    }
+  });
+  hold_key(row, retry_at);
+}
+
+// Ordered: the key's later events wait for this one until `due`.
+void Queue::hold_key(const Row& row, TimestampTz due) {
+  if (ordered_) holds_.failed(row.aggregatetype.view(), row.aggregateid.view(), {row.seq, due});
+  retry_check_at_ = std::min(retry_check_at_, due);
 }
 
 }  // namespace outbox::pg::relay

@@ -87,8 +87,19 @@ Relay::Pause Relay::step() {
       mark_.restart_tracking();
       return {Pause::kForEvents, 0};
     }
-    if (result.unavailable > 0) {
+    // The whole stream backs off only when the sink delivered nothing: a pass that delivered
+    // some events shows the destination is up, and what failed in it goes again from the mark
+    // at once (docs/design.md, "Failures").
+    if (result.unavailable > 0 && (result.acked == 0 || result.config_error)) {
       return {Pause::kBackingOff, back_off(result.first_unavailable, result.config_error)};
+    }
+    if (result.unavailable > 0) {
+      mark_.restart_tracking();
+      failures_ = 0;
+      counters.backoff_until = 0;
+      report_.record_error(result.first_unavailable);
+      report_.publish(WorkerState::kIdle);
+      return {Pause::kForEvents, 0};
     }
     // Not sent while waiting for the standbys (a reload, a new sink): at once, from the mark.
     if (result.abandoned) {

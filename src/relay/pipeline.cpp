@@ -3,6 +3,7 @@
 // kMaxBatchesPerTransaction of them are pipelined: the next batch is fetched and started
 // while the sink waits for the acknowledgements of the one before. The rows of every batch
 // stay locked until the COMMIT; the pipeline stops at the first sink failure.
+#include <algorithm>
 #include <chrono>
 
 #include "relay/relay.hpp"
@@ -163,6 +164,13 @@ void Relay::finish_batch(Batch& batch, BatchResult& result) {
   guard([] { pgstat_report_activity(STATE_RUNNING, "outbox relay: marking"); });
   queue_.mark_acked(fetched, batch.outcomes);
   ++result.batches;
+  // The sink delivered some of the batch: what it could not deliver is a failure of those
+  // messages (a 503, a partition without a leader), not of the sink. They wait on the retry
+  // path, holding their keys, while the other keys flow (docs/design.md, "Failures").
+  const bool delivered =
+      !batch.config_error &&
+      std::any_of(batch.outcomes.begin(), batch.outcomes.end(),
+                  [](const sinks::Outcome& o) { return o.delivery == sinks::Delivery::kAcked; });
   for (int i = 0; i < fetched.count; ++i) {
     const sinks::Outcome& o = batch.outcomes[i];
     switch (o.delivery) {
@@ -178,6 +186,14 @@ void Relay::finish_batch(Batch& batch, BatchResult& result) {
         ++result.deferred;
         break;
       case sinks::Delivery::kUnavailable:
+        if (delivered) {
+          ++result.transient;
+          queue_.mark_transient(fetched.rows[i], o.error);
+          if (result.first_transient.empty()) {
+            result.first_transient = "event unavailable, its key held: " + o.error;
+          }
+          break;
+        }
         ++result.unavailable;
         if (result.first_unavailable.empty()) {
           result.first_unavailable =
@@ -187,7 +203,7 @@ void Relay::finish_batch(Batch& batch, BatchResult& result) {
         break;
     }
   }
-  // After the rejections: their keys' holds are known.
+  // After the failures: their keys' holds are known.
   if (result.deferred > 0 && !queue_.defer(fetched, batch.outcomes)) result.unresolved = true;
   batch.messages.clear();
   batch.config_error = false;

@@ -3,7 +3,7 @@
 //     LIMIT n [FOR UPDATE SKIP LOCKED: unordered]   (plus the retries due, the late events)
 //   -> the sink (pipeline.cpp)
 //   -> UPDATE <partition> SET published_at = ... WHERE ctid = ANY(...)
-// A rejected event gets one attempt more and a retry time, or is dead-lettered.
+// Failed events wait for a retry or are dead-lettered (holds.cpp).
 #include <algorithm>
 
 #include "relay/relay.hpp"
@@ -330,6 +330,12 @@ SPIPlanPtr Queue::partition_plan(boost::container::flat_map<Oid, SPIPlanPtr>& ca
       return prepare_kept(psprintf("UPDATE %s SET next_attempt_at = $2 WHERE ctid = $1", table), 2,
                           types);
     }
+    if (update == Update::kTransient) {
+      Oid types[3] = {TIDOID, TEXTOID, TIMESTAMPTZOID};
+      return prepare_kept(
+          psprintf("UPDATE %s SET last_error = $2, next_attempt_at = $3 WHERE ctid = $1", table), 3,
+          types);
+    }
     if (update == Update::kRejected) {
       Oid types[4] = {TIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
       return prepare_kept(psprintf("UPDATE %s SET attempts = attempts + 1, last_error = $2, "
@@ -356,6 +362,14 @@ void Queue::mark_acked(const Fetched& batch, const std::vector<sinks::Outcome>& 
       by_partition[batch.rows[i].rel].push_back(i);
     }
   }
+  if (!transient_.empty()) {
+    for (int i = 0; i < batch.count; ++i) {
+      const Row& row = batch.rows[i];
+      if (outcomes[i].delivery == sinks::Delivery::kAcked) {
+        transient_.delivered(row.aggregatetype.view(), row.aggregateid.view());
+      }
+    }
+  }
   const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
   for (const auto& [rel, indexes] : by_partition) {
     SPIPlanPtr plan = partition_plan(mark_plans_, rel, Update::kPublished);
@@ -374,31 +388,6 @@ void Queue::mark_acked(const Fetched& batch, const std::vector<sinks::Outcome>& 
       }
     });
   }
-}
-
-// One attempt more and a later retry, or the dead letters (then next_attempt_at is
-// cleared: it leaves the retry index).
-bool Queue::mark_rejected(const Row& row, const std::string& error) {
-  const bool dead = row.attempts + 1 >= settings.max_attempts;
-  // No jitter: one relay fetches the due retries together anyway (docs/reference.md).
-  const int delay_ms = pacing::backoff_ms(settings.retry_backoff_min_ms,
-                                          settings.retry_backoff_max_ms, row.attempts + 1);
-  SPIPlanPtr plan = partition_plan(reject_plans_, row.rel, Update::kRejected);
-  const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
-  const TimestampTz retry_at = now + static_cast<TimestampTz>(delay_ms) * 1000;
-  guard([&] {
-    Datum params[4] = {PointerGetDatum(&row.tid), CStringGetTextDatum(error.c_str()),
-                       TimestampTzGetDatum(retry_at), TimestampTzGetDatum(now)};
-    const char nulls[4] = {' ', ' ', dead ? 'n' : ' ', dead ? ' ' : 'n'};
-    int rc = SPI_execute_plan(plan, params, nulls, false, 0);
-    if (rc != SPI_OK_UPDATE) elog(ERROR, "outbox relay: recording a rejection failed");
-  });
-  // Ordered: its key's later events wait for it. A dead letter releases them: they are due
-  // now, and the holds are read again before they are fetched.
-  const TimestampTz due = dead ? now : retry_at;
-  if (ordered_) holds_.failed(row.aggregatetype.view(), row.aggregateid.view(), {row.seq, due});
-  if (!dead || ordered_) retry_check_at_ = std::min(retry_check_at_, due);
-  return dead;
 }
 
 }  // namespace outbox::pg::relay

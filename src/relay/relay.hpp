@@ -7,7 +7,7 @@
 //   pipeline.cpp      one pass's transaction: fetch, durability, send, mark, pipelined
 //   queue.cpp         the queries on outbox.events: fetch into a batch, mark acknowledged and
 //                     rejected events (retries, dead letters)
-//   holds.cpp         held keys: the later events of a retrying event's key wait behind it
+//   holds.cpp         failed events (rejected, transient) and the keys they hold back
 //   late_keys.cpp     late commits: no newer event of their keys goes out before them
 //   rows.cpp          a fetched row's values, copied into its batch by the executor
 //   ownership.cpp     the shards this relay owns, claimed and given back (ordered mode)
@@ -32,6 +32,7 @@
 #include "core/pacing.hpp"
 #include "core/seq_gaps.hpp"
 #include "core/shards.hpp"
+#include "core/transient_failures.hpp"
 #include "pg/postgres.hpp"
 #include "pg/relay_shmem.hpp"
 #include "sinks/sink.hpp"
@@ -94,7 +95,10 @@ struct BatchResult {
   int acked = 0;
   int rejected = 0;
   int dead = 0;
+  // Unavailable in a batch that delivered nothing: the sink as a whole is in trouble.
   int unavailable = 0;
+  // Unavailable in a batch that delivered others: put on the retry path, its key held.
+  int transient = 0;
   int deferred = 0;  // not sent: an earlier event of its key failed (sinks::Delivery::kDeferred)
   // A deferred event stayed where it was (no rejected event of its key to wait behind).
   bool unresolved = false;
@@ -104,6 +108,7 @@ struct BatchResult {
   // one before timed out).
   std::string first_rejection;
   std::string first_unavailable;
+  std::string first_transient;
   bool config_error = false;  // the first unavailable one failed with a sinks::ConfigError
 };
 
@@ -144,6 +149,7 @@ class Report {
  private:
   const int index_;
   WorkerCounters counters_{};
+  int transient_passes_ = 0;  // passes in a row with transient failures
 };
 
 // sink_session.cpp: the configured sink, read from outbox.sink_config whenever the
@@ -392,12 +398,17 @@ class Queue {
   void mark_acked(const Fetched& batch, const std::vector<sinks::Outcome>& outcomes);
   // A rejected event: a later retry, or the dead letters. True when dead-lettered.
   bool mark_rejected(const Row& row, const std::string& error);
+  // A transient failure of this event alone (others of its batch were acknowledged): a
+  // later retry, backing off with its key's failures in a row; no attempt is counted.
+  void mark_transient(const Row& row, const std::string& error);
   void set_ordered(bool ordered) { ordered_ = ordered; }
 
  private:
   void append_rows(SPIPlanPtr plan, int nparams, const Datum* values, const Oid* types,
                    Batch& batch, int limit, int64& bytes, int64 max_bytes);
-  enum class Update { kPublished, kRejected, kPutBack };
+  enum class Update { kPublished, kRejected, kTransient, kPutBack };
+  // Holds the key of a failed event (ordered mode) and moves the next look for retries.
+  void hold_key(const Row& row, TimestampTz due);
   SPIPlanPtr partition_plan(boost::container::flat_map<Oid, SPIPlanPtr>& cache, Oid rel,
                             Update update);
 
@@ -435,6 +446,8 @@ class Queue {
   boost::container::flat_map<Oid, SPIPlanPtr> mark_plans_;
   boost::container::flat_map<Oid, SPIPlanPtr> reject_plans_;
   boost::container::flat_map<Oid, SPIPlanPtr> put_back_plans_;
+  boost::container::flat_map<Oid, SPIPlanPtr> transient_plans_;
+  TransientFailures transient_;
 };
 
 // loop.cpp and pipeline.cpp: the worker.

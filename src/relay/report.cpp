@@ -33,7 +33,7 @@ void Report::count(const BatchResult& result) {
   const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
   counters_.batches += result.batches;
   counters_.events_sent += result.acked;
-  counters_.events_failed += result.rejected;
+  counters_.events_failed += result.rejected + result.transient;
   counters_.events_dead += result.dead;
   if (result.acked > 0) counters_.last_success_at = now;
   if (result.rejected > 0) {
@@ -44,6 +44,23 @@ void Report::count(const BatchResult& result) {
                            number(), result.rejected, result.fetched, result.dead,
                            result.first_rejection.c_str())));
     });
+  }
+  if (result.transient > 0) {
+    record_error(result.first_transient);
+    // A flaky destination fails some events in many passes: the first such pass is logged,
+    // then at doubling intervals of them, until a pass has none.
+    ++transient_passes_;
+    if ((transient_passes_ & (transient_passes_ - 1)) == 0) {
+      guard([&] {
+        ereport(LOG, (errmsg("outbox relay %d: %d of %d events were unavailable while others "
+                             "were delivered; their keys wait for a retry (pass %d in a "
+                             "row): %s",
+                             number(), result.transient, result.fetched, transient_passes_,
+                             result.first_transient.c_str())));
+      });
+    }
+  } else {
+    transient_passes_ = 0;
   }
   publish();
 }

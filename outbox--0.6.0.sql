@@ -1,6 +1,6 @@
 \echo Use "CREATE EXTENSION outbox" to load this file. \quit
 
--- outbox 0.5.0, the whole install in one script. Older installations reach the same state
+-- outbox 0.6.0, the whole install in one script. Older installations reach the same state
 -- through outbox--0.1.0.sql and the update scripts.
 --
 -- Security (see docs/security.md): the script first checks the schema (below); every
@@ -553,12 +553,14 @@ SET search_path = pg_catalog, pg_temp;
 
 -- What an operator watches. The lag is what is still unpublished and how old it is, not
 -- max(id) - last_id (which reads zero while events are being lost). It reads index ranges
--- above the relay's low-water mark and the retries: it costs what the backlog costs.
+-- above the relay's low-water mark and the retries: it costs what the backlog costs. A held
+-- key is one whose earliest unresolved event waits for a retry (a rejection, or a transient
+-- failure while other keys were delivered); its later events wait behind it.
 CREATE VIEW outbox.status AS
 SELECT w.worker, w.pid, w.state, w.sink, w.batches, w.events_sent, w.events_failed,
        w.events_dead, w.last_error, w.last_error_at, w.last_success_at, w.backoff_until,
        q.unpublished, q.oldest_unpublished_age, d.dead_lettered, w.database, w.detail,
-       w.shards
+       w.shards, h.held_keys, o.oldest_held_key, o.oldest_held_error, o.oldest_held_age
   FROM (SELECT pg_catalog.count(*) AS unpublished,
                pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.min(e.created_at)
                  AS oldest_unpublished_age
@@ -569,9 +571,20 @@ SELECT w.worker, w.pid, w.state, w.sink, w.batches, w.events_sent, w.events_fail
            AND e.published_at IS NULL AND e.dead_at IS NULL) q
  CROSS JOIN (SELECT pg_catalog.count(*) AS dead_lettered FROM outbox.events e
               WHERE e.dead_at IS NOT NULL AND e.published_at IS NULL) d
+ CROSS JOIN (SELECT pg_catalog.count(DISTINCT (e.aggregatetype, e.aggregateid)) AS held_keys
+               FROM outbox.events e
+              WHERE e.next_attempt_at IS NOT NULL AND e.published_at IS NULL
+                AND e.dead_at IS NULL) h
+  LEFT JOIN (SELECT pg_catalog.format('%s/%s', e.aggregatetype, e.aggregateid) AS oldest_held_key,
+                    e.last_error AS oldest_held_error,
+                    pg_catalog.now() OPERATOR(pg_catalog.-) e.created_at AS oldest_held_age
+               FROM outbox.events e
+              WHERE e.next_attempt_at IS NOT NULL AND e.published_at IS NULL
+                AND e.dead_at IS NULL
+              ORDER BY e.seq LIMIT 1) o ON true
   LEFT JOIN outbox._workers() w ON true;
 COMMENT ON VIEW outbox.status IS
-  'One row per relay worker (running or not, and why), with the queue''s lag: unpublished events and the age of the oldest.';
+  'One row per relay worker (running or not, and why), with the queue''s lag: unpublished events and the age of the oldest, and the keys held behind a retrying event.';
 
 -- Dead letters: events the sink rejected outbox.max_attempts times. They stay in the table
 -- (and keep their partition) until requeued or published.
@@ -593,7 +606,7 @@ DECLARE
     v_found boolean;
 BEGIN
     UPDATE outbox.events
-       SET seq = outbox._next_seq('outbox.events_seq'), dead_at = NULL, attempts = 0,
+       SET seq = outbox._next_seq('outbox.events_seq'::pg_catalog.regclass), dead_at = NULL, attempts = 0,
            next_attempt_at = NULL
      WHERE id = event_id AND published_at IS NULL;
     v_found := FOUND;
@@ -614,7 +627,7 @@ DECLARE
     v_count bigint;
 BEGIN
     UPDATE outbox.events
-       SET seq = outbox._next_seq('outbox.events_seq'), dead_at = NULL, attempts = 0,
+       SET seq = outbox._next_seq('outbox.events_seq'::pg_catalog.regclass), dead_at = NULL, attempts = 0,
            next_attempt_at = NULL
      WHERE published_at IS NULL AND dead_at IS NOT NULL;
     GET DIAGNOSTICS v_count = ROW_COUNT;

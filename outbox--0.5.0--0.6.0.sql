@@ -1,0 +1,149 @@
+\echo Use "ALTER EXTENSION outbox UPDATE TO '0.6.0'" to load this file. \quit
+
+-- outbox 0.5.0 -> 0.6.0: outbox.status shows the held keys; requeue() and requeue_dead()
+-- call outbox._next_seq with a typed argument (no overload planted in the schema can catch
+-- the call).
+
+
+-- Refuse a schema that anyone but a superuser controls. A role that owns it, may create in
+-- it, or owns an object in it could plant functions and operators that this script would
+-- run with superuser rights (the CVE-2022-2625 / CVE-2023-39417 class). Every install and
+-- update script starts with this same block; everything after it names pg_catalog objects
+-- explicitly, and function bodies pin search_path.
+DO $guard$
+DECLARE
+    v_problem text;
+BEGIN
+    SELECT p.problem INTO v_problem FROM (
+        SELECT pg_catalog.format('the schema is owned by %I, which is not a superuser', r.rolname) AS problem
+          FROM pg_catalog.pg_namespace n
+          JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) n.nspowner
+         WHERE n.nspname OPERATOR(pg_catalog.=) 'outbox' AND NOT r.rolsuper
+        UNION ALL
+        SELECT pg_catalog.format('%s may create objects in the schema',
+                                 COALESCE(pg_catalog.quote_ident(r.rolname), 'PUBLIC'))
+          FROM pg_catalog.pg_namespace n
+         CROSS JOIN LATERAL pg_catalog.aclexplode(n.nspacl) a
+          LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) a.grantee
+         WHERE n.nspname OPERATOR(pg_catalog.=) 'outbox'
+           AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE' AND r.rolsuper IS NOT TRUE
+        UNION ALL
+        SELECT pg_catalog.format('%s "%s" in the schema is owned by %I, which is not a superuser',
+                                 o.kind, o.name, r.rolname)
+          FROM pg_catalog.pg_namespace n
+         CROSS JOIN LATERAL (
+                SELECT 'relation', c.relname::pg_catalog.text, c.relowner FROM pg_catalog.pg_class c
+                 WHERE c.relnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'function', f.proname::pg_catalog.text, f.proowner FROM pg_catalog.pg_proc f
+                 WHERE f.pronamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'type', t.typname::pg_catalog.text, t.typowner FROM pg_catalog.pg_type t
+                 WHERE t.typnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'operator', o.oprname::pg_catalog.text, o.oprowner FROM pg_catalog.pg_operator o
+                 WHERE o.oprnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'collation', c.collname::pg_catalog.text, c.collowner FROM pg_catalog.pg_collation c
+                 WHERE c.collnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'conversion', c.conname::pg_catalog.text, c.conowner FROM pg_catalog.pg_conversion c
+                 WHERE c.connamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'operator class', c.opcname::pg_catalog.text, c.opcowner FROM pg_catalog.pg_opclass c
+                 WHERE c.opcnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'operator family', f.opfname::pg_catalog.text, f.opfowner FROM pg_catalog.pg_opfamily f
+                 WHERE f.opfnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'text search configuration', c.cfgname::pg_catalog.text, c.cfgowner
+                  FROM pg_catalog.pg_ts_config c WHERE c.cfgnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'text search dictionary', d.dictname::pg_catalog.text, d.dictowner
+                  FROM pg_catalog.pg_ts_dict d WHERE d.dictnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'statistics object', s.stxname::pg_catalog.text, s.stxowner
+                  FROM pg_catalog.pg_statistic_ext s WHERE s.stxnamespace OPERATOR(pg_catalog.=) n.oid
+                UNION ALL SELECT 'extension', e.extname::pg_catalog.text, e.extowner FROM pg_catalog.pg_extension e
+                 WHERE e.extnamespace OPERATOR(pg_catalog.=) n.oid
+                   AND e.extname OPERATOR(pg_catalog.<>) 'outbox') o(kind, name, owner)
+          JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) o.owner
+         WHERE n.nspname OPERATOR(pg_catalog.=) 'outbox' AND NOT r.rolsuper
+    ) p LIMIT 1;
+    IF v_problem IS NOT NULL THEN
+        RAISE EXCEPTION 'outbox: schema "outbox" is not safe to install into: %', v_problem
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'Its objects could run with superuser rights while the extension is installed or updated.',
+                  HINT = 'CREATE EXTENSION outbox makes the schema itself: drop a schema "outbox" that someone else made. An existing installation must have its schema and every object in it owned by superusers, and no other role may hold CREATE on it.';
+    END IF;
+END
+$guard$;
+
+-- A requeued event takes a new sequence number: it goes to the end of the queue, above the
+-- relay's low-water mark, as a new event would.
+CREATE OR REPLACE FUNCTION outbox.requeue(event_id uuid)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_found boolean;
+BEGIN
+    UPDATE outbox.events
+       SET seq = outbox._next_seq('outbox.events_seq'::pg_catalog.regclass), dead_at = NULL, attempts = 0,
+           next_attempt_at = NULL
+     WHERE id = event_id AND published_at IS NULL;
+    v_found := FOUND;
+    PERFORM outbox._notify_relay();
+    RETURN v_found;
+END
+$$;
+COMMENT ON FUNCTION outbox.requeue(uuid) IS
+  'Sends a dead-lettered (or waiting) event again: clears dead_at, attempts and the retry time.';
+
+CREATE OR REPLACE FUNCTION outbox.requeue_dead()
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_count bigint;
+BEGIN
+    UPDATE outbox.events
+       SET seq = outbox._next_seq('outbox.events_seq'::pg_catalog.regclass), dead_at = NULL, attempts = 0,
+           next_attempt_at = NULL
+     WHERE published_at IS NULL AND dead_at IS NOT NULL;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    PERFORM outbox._notify_relay();
+    RETURN v_count;
+END
+$$;
+COMMENT ON FUNCTION outbox.requeue_dead() IS 'Requeues every dead-lettered event.';
+
+-- What an operator watches. The lag is what is still unpublished and how old it is, not
+-- max(id) - last_id (which reads zero while events are being lost). It reads index ranges
+-- above the relay's low-water mark and the retries: it costs what the backlog costs. A held
+-- key is one whose earliest unresolved event waits for a retry (a rejection, or a transient
+-- failure while other keys were delivered); its later events wait behind it.
+CREATE OR REPLACE VIEW outbox.status AS
+SELECT w.worker, w.pid, w.state, w.sink, w.batches, w.events_sent, w.events_failed,
+       w.events_dead, w.last_error, w.last_error_at, w.last_success_at, w.backoff_until,
+       q.unpublished, q.oldest_unpublished_age, d.dead_lettered, w.database, w.detail,
+       w.shards, h.held_keys, o.oldest_held_key, o.oldest_held_error, o.oldest_held_age
+  FROM (SELECT pg_catalog.count(*) AS unpublished,
+               pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.min(e.created_at)
+                 AS oldest_unpublished_age
+          FROM outbox.events e
+         WHERE (e.seq OPERATOR(pg_catalog.>=)
+                  COALESCE((SELECT r.low_water FROM outbox.relay_state r), 0::pg_catalog.int8)
+                OR e.next_attempt_at IS NOT NULL)
+           AND e.published_at IS NULL AND e.dead_at IS NULL) q
+ CROSS JOIN (SELECT pg_catalog.count(*) AS dead_lettered FROM outbox.events e
+              WHERE e.dead_at IS NOT NULL AND e.published_at IS NULL) d
+ CROSS JOIN (SELECT pg_catalog.count(DISTINCT (e.aggregatetype, e.aggregateid)) AS held_keys
+               FROM outbox.events e
+              WHERE e.next_attempt_at IS NOT NULL AND e.published_at IS NULL
+                AND e.dead_at IS NULL) h
+  LEFT JOIN (SELECT pg_catalog.format('%s/%s', e.aggregatetype, e.aggregateid) AS oldest_held_key,
+                    e.last_error AS oldest_held_error,
+                    pg_catalog.now() OPERATOR(pg_catalog.-) e.created_at AS oldest_held_age
+               FROM outbox.events e
+              WHERE e.next_attempt_at IS NOT NULL AND e.published_at IS NULL
+                AND e.dead_at IS NULL
+              ORDER BY e.seq LIMIT 1) o ON true
+  LEFT JOIN outbox._workers() w ON true;
+COMMENT ON VIEW outbox.status IS
+  'One row per relay worker (running or not, and why), with the queue''s lag: unpublished events and the age of the oldest, and the keys held behind a retrying event.';
+
