@@ -1,6 +1,18 @@
 // The NATS sink's callbacks from cnats' threads: PubAcks and connection events, and the log
 // lines they leave for take_log(). Each finds its sink through the registry of live sinks
 // (nats_sink.hpp), holding the registry's lock while it uses the sink.
+//
+// Callbacks (PubAcks, connection events) arrive on cnats' threads and may arrive after the
+// sink is gone (cnats' subscription threads are detached): they find the sink through a
+// registry of live sinks, and a callback for a sink no longer registered only frees what it
+// was given. The destructor flushes (if connected, at most 500 ms), closes the connection,
+// leaves the registry (waiting for a running callback), and destroys the context, the
+// connection and the options. cnats' library-wide state stays until nats_Close() (the unit
+// tests call nats_CloseAndWait() at exit).
+//
+// Logs: connection events (connected, disconnected, reconnected, closed) and cnats' async
+// errors are kept for take_log(), at most kMaxLogLines between two calls; nothing goes to
+// stderr.
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -74,6 +86,7 @@ void NatsSink::connection_event(int level, const char* what, bool up) noexcept {
       std::lock_guard<std::mutex> lock(mu_);
       if (up) {
         last_error_.clear();
+        connected_at_ = Clock::now();  // not the constructor's connect: it calls no callback
       } else {
         last_error_ = text;
       }
@@ -125,13 +138,11 @@ void NatsSink::acked(natsMsg* msg, const jsPubAck* pa, const jsPubAckErr* pae) n
       const std::string subject = natsMsg_GetSubject(msg) ? natsMsg_GetSubject(msg) : "";
       const std::string text = pae->ErrText ? pae->ErrText : natsStatus_GetText(pae->Err);
       if (pae->Err == NATS_NO_RESPONDERS) {
-        if (batch->config_error.empty()) {
-          batch->config_error = "nats sink: no JetStream stream stores subject \"" + subject +
-                                "\" (no responders). Create a stream that captures it, e.g. nats "
-                                "stream add OUTBOX --subjects '" +
-                                subject + "' (or a wildcard such as 'outbox.event.>')";
-        }
-        settle(*batch, i, Outcome{Delivery::kUnavailable, batch->config_error});
+        // A missing stream, or JetStream not ready (restarting): finish() asks which.
+        if (batch->waiting[i]) batch->no_responders.emplace_back(i, subject);
+        settle(*batch, i,
+               Outcome{Delivery::kUnavailable,
+                       "JetStream did not answer for subject \"" + subject + "\" (no responders)"});
       } else if (pae->Err == NATS_ERR && pae->ErrCode == JSStreamNotMatchErr) {
         if (batch->config_error.empty()) {
           batch->config_error = "nats sink: subject \"" + subject +

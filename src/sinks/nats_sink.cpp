@@ -167,13 +167,6 @@ Delivery NatsSink::classify(natsStatus status, jsErrCode code) {
   return Delivery::kUnavailable;
 }
 
-void NatsSink::settle(Batch& batch, std::size_t i, Outcome outcome) {
-  if (i >= batch.waiting.size() || !batch.waiting[i]) return;
-  batch.waiting[i] = 0;
-  --batch.pending;
-  (*batch.outcomes)[i] = std::move(outcome);
-}
-
 NatsSink::Batch* NatsSink::batch_of(std::uint64_t seq) {
   for (Batch& batch : batches_) {
     if (seq >= batch.first_seq && seq - batch.first_seq < batch.waiting.size()) return &batch;
@@ -382,45 +375,6 @@ void NatsSink::publish_batch(Batch& batch, const std::vector<Message>& messages,
       held_back_ = "not sent: an earlier batch was not published: " + not_sent;
   }
   batch.abandoned = abandoned;
-}
-
-void NatsSink::finish() {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (batches_.empty()) return;
-  // The batch is finished whatever way finish() returns: no outcome of it is written later.
-  struct Forget {
-    std::deque<Batch>& batches;
-    ~Forget() { batches.pop_front(); }
-  } forget{batches_};
-  Batch& batch = batches_.front();
-
-  bool abandoned = batch.abandoned;  // by the observer while start() published
-  auto observe_at = Clock::now();
-  while (batch.pending > 0 && !abandoned) {
-    auto now = Clock::now();
-    if (now >= observe_at) {
-      // Without the lock: the observer may take its own locks, and PubAcks go on.
-      const std::string client_error = last_error_;
-      lock.unlock();
-      const bool keep = keep_waiting(client_error);
-      lock.lock();
-      observe_at = Clock::now() + kObserveEvery;
-      abandoned = !keep;
-      continue;  // the batch may have completed meanwhile
-    }
-    if (now >= batch.deadline) break;
-    changed_.wait_until(lock, std::min(batch.deadline, observe_at));
-  }
-  if (batch.pending > 0) {
-    std::string why = abandoned ? std::string("not acknowledged: the relay stopped waiting")
-                                : "timed out waiting for PubAck after " +
-                                      std::to_string(batch.timeout.count()) + " ms";
-    if (!last_error_.empty()) why += " (last client error: " + last_error_ + ")";
-    for (std::size_t i = 0; i < batch.waiting.size(); ++i) {
-      settle(batch, i, Outcome{Delivery::kUnavailable, why});
-    }
-  }
-  if (!batch.config_error.empty()) throw ConfigError(batch.config_error);
 }
 
 std::unique_ptr<Sink> create_nats_sink(const Options& options) {

@@ -32,10 +32,11 @@
 //                 aggregateid) was rejected or deferred before it was handed to cnats, in the
 //                 batch or in a batch that was unfinished when this one was started: "not
 //                 sent: an earlier event of its key was not sent: <its error>".
-//                 A message the stream refuses in its PubAck was published already, and so
-//                 were the later messages of its key: they cannot be held back, and may be
-//                 acked. (One connection, and one stream per subject, keep the published
-//                 messages of a key in order; only what the stream refuses leaves a gap.)
+//                 A message the stream refuses in its PubAck (or that gets "no responders")
+//                 was published already, and so were the later messages of its key: they
+//                 cannot be held back, and may be acked. (One connection, and one stream per
+//                 subject, keep the published messages of a key in order; only what the stream
+//                 refuses, or JetStream leaves unanswered while it restarts, leaves a gap.)
 //                 With ${type} in subject.template, one key's messages may go to different
 //                 subjects and streams: one that is not stored (its stream missing, or slow
 //                 to answer) does not hold back a later one of its key that another stream
@@ -46,15 +47,22 @@
 //                 max_pending full until the deadline: then it and every later message of the
 //                 batch are not published, nor is any message of a batch started before no
 //                 started batch is left, so nothing overtakes it); any other JetStream
-//                 error (storage full, no leader, ...). A message whose PubAck is missing may
+//                 error (storage full, no leader, ...); "no responders" that is not a
+//                 confirmed missing stream (below). A message whose PubAck is missing may
 //                 still be stored: the relay sends it again and the stream de-duplicates it
 //                 by Nats-Msg-Id (within the duplicate window; after it, a copy).
 //
-// ConfigError from finish() (and send()): when JetStream answers "no responders" (no stream
-// captures the subject), or the stream is not the expected one (Nats-Expected-Stream, JetStream
-// error 10060). The whole batch fails as a configuration error: no attempt is counted, nothing is
-// dead-lettered, the relay reports it and tries again after outbox.retry_backoff_max. It is
-// the batch's own: a PubAck of another started batch does not make it fail.
+// ConfigError from finish() (and send()): when no stream captures a subject, or the stream is
+// not the expected one (Nats-Expected-Stream, JetStream error 10060). "No responders" to a
+// publish means a missing stream or a JetStream that cannot answer (yet): a server restarting,
+// JetStream disabled. finish() then asks JetStream which stream captures the subject (once
+// per subject and batch, at most min(time left, 2 s); nats_lookup.hpp): only the answer "none"
+// is a ConfigError. No answer, a stream found, the connection down or (re)connected less than
+// kReconnectGrace ago: those messages are kUnavailable ("JetStream did not answer for subject
+// ...: <why>"); nothing is cached beyond the batch. On a ConfigError the whole batch fails:
+// no attempt is counted, nothing is dead-lettered, the relay reports it and tries again after
+// outbox.retry_backoff_max. It is the batch's own: another started batch's PubAck does not
+// make it fail.
 //
 // Threads and signals: cnats runs threads of its own (a reader and a flusher per connection,
 // a reconnect thread when the connection is lost, a delivery thread for the PubAck
@@ -65,21 +73,11 @@
 // on the relay's thread: start() blocks every signal around its cnats publish calls (unblocked
 // while it asks the WaitObserver), so that one never runs PostgreSQL's handlers either.
 //
-// Callbacks (PubAcks, connection events) arrive on cnats' threads and may arrive after the
-// sink is gone (cnats' subscription threads are detached): they find the sink through a
-// registry of live sinks, and a callback for a sink no longer registered only frees what it
-// was given. The destructor flushes (if connected, at most 500 ms), closes the connection,
-// leaves the registry (waiting for a running callback), and destroys the context, the
-// connection and the options. cnats' library-wide state stays until nats_Close() (the unit
-// tests call nats_CloseAndWait() at exit).
+// Callbacks (PubAcks, connection events), the destructor and the log: nats_events.cpp.
 //
 // cnats' nats_Open (on first use, in the constructor) sets SIGPIPE to SIG_IGN for the process
 // (PostgreSQL's backends and background workers ignore it already) and calls srand()
 // (PostgreSQL does not use rand()).
-//
-// Logs: connection events (connected, disconnected, reconnected, closed) and cnats' async
-// errors are kept for take_log(), at most kMaxLogLines between two calls; nothing goes to
-// stderr.
 #pragma once
 
 #include <nats/nats.h>
@@ -97,7 +95,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "sinks/failed_keys.hpp"
+#include "sinks/nats_batch.hpp"
 #include "sinks/nats_options.hpp"
 #include "sinks/signals_blocked.hpp"
 #include "sinks/sink.hpp"
@@ -124,6 +122,8 @@ class NatsSink final : public Sink {
   std::size_t max_message_bytes() const override;
 
   static constexpr std::size_t kMaxLogLines = 100;
+  // After a reconnect, "no responders" is JetStream starting, not a missing stream.
+  static constexpr std::chrono::seconds kReconnectGrace{5};
 
   // How a JetStream PubAck error counts for its message (kUnavailable for what the relay
   // should retry; ConfigError cases are handled by finish()).
@@ -149,21 +149,12 @@ class NatsSink final : public Sink {
   void connection_event(int level, const char* what, bool up) noexcept;
   void log(int level, std::string text) noexcept;
   void teardown() noexcept;
-  // A started batch: written by start(), the PubAck handler and finish(), under mu_.
-  struct Batch {
-    std::vector<Outcome>* outcomes = nullptr;
-    std::vector<char> waiting;  // 1 while message i has no outcome
-    std::size_t pending = 0;
-    std::uint64_t first_seq = 0;  // message i is first_seq + i in in_flight_
-    Clock::time_point deadline;
-    std::chrono::milliseconds timeout{0};
-    bool abandoned = false;    // the observer ended the wait while start() published
-    FailedKeys failed;         // keys failed before cnats had them: later batches defer them
-    std::string config_error;  // no stream / not the expected stream, for finish() to throw
-  };
+  using Batch = nats::Batch;
 
   // Settles message i of `batch` unless it has an outcome; caller holds mu_.
-  static void settle(Batch& batch, std::size_t i, Outcome outcome);
+  static void settle(Batch& batch, std::size_t i, Outcome outcome) {
+    batch.settle(i, std::move(outcome));
+  }
   // The started batch of a message's sequence number, or nullptr; caller holds mu_.
   Batch* batch_of(std::uint64_t seq);
   // start()'s work: publishes what may be published, settles what fails before that.
@@ -171,6 +162,10 @@ class NatsSink final : public Sink {
                      std::string& not_sent);
   // Waits until connected; false at the deadline or when the observer stops the wait.
   bool wait_connected(Clock::time_point deadline, bool& abandoned);
+  // In nats_finish.cpp: the ConfigError text when a lookup confirms a subject of the batch's
+  // "no responders" has no stream, else "" (and their outcomes say why they are unavailable).
+  // Called and returns with mu_ held; unlocks it while it asks.
+  std::string confirm_missing_stream(std::unique_lock<std::mutex>& lock, Batch& batch);
   // Publishes message i; returns the cnats status (NATS_OK: handed over).
   natsStatus publish(const Message& m, std::uint64_t seq, const std::string& subject,
                      Clock::time_point deadline, std::chrono::milliseconds timeout,
@@ -182,7 +177,7 @@ class NatsSink final : public Sink {
   jsCtx* js_ = nullptr;
   std::string name_buf_, value_buf_, id_buf_;  // publish()'s NUL-terminated copies
 
-  // Guards the started batches, in_flight_, held_back_ and last_error_.
+  // Guards the started batches, in_flight_, held_back_, last_error_ and connected_at_.
   mutable std::mutex mu_;
   std::condition_variable changed_;  // a batch is complete, or the connection came up
   std::deque<Batch> batches_;        // started and not finished, oldest first
@@ -194,6 +189,7 @@ class NatsSink final : public Sink {
   // new one publishes nothing, so that none of its messages overtakes them.
   std::string held_back_;
   std::string last_error_;  // the latest connection-level trouble ("" once all is well)
+  std::optional<Clock::time_point> connected_at_;  // the last (re)connect after the first
 
   std::mutex log_mu_;
   std::vector<LogLine> log_;

@@ -41,6 +41,8 @@ inline int free_port() {
 }
 
 // nats-server -js on 127.0.0.1; stop() and start() again keep the port and the store.
+// set_jetstream(false) before start(): the next start has no JetStream (no one answers its
+// API or a publish: "no responders"), and leaves the store alone.
 class NatsServer {
  public:
   // extra: more nats-server arguments (--user/--pass, --auth, ...); `client_url` then carries
@@ -64,9 +66,9 @@ class NatsServer {
     if (pid_ == 0) {
       const std::string port = std::to_string(port_);
       const std::string log = dir_ + "/server.log";
-      std::vector<const char*> argv = {"nats-server", "-js",        "-a",  "127.0.0.1",
-                                       "-p",          port.c_str(), "-sd", dir_.c_str(),
-                                       "-l",          log.c_str()};
+      std::vector<const char*> argv = {"nats-server", "-a", "127.0.0.1", "-p",
+                                       port.c_str(),  "-l", log.c_str()};
+      if (jetstream_) argv.insert(argv.end(), {"-js", "-sd", dir_.c_str()});
       for (const std::string& arg : extra_) argv.push_back(arg.c_str());
       argv.push_back(nullptr);
       execvp("nats-server", const_cast<char* const*>(argv.data()));
@@ -90,6 +92,7 @@ class NatsServer {
     waitpid(pid_, &status, 0);
     pid_ = -1;
   }
+  void set_jetstream(bool on) { jetstream_ = on; }
   std::string url() const { return "nats://127.0.0.1:" + std::to_string(port_); }
   std::string client_url() const {
     return client_url_.empty() ? url()
@@ -102,6 +105,7 @@ class NatsServer {
   std::string client_url_;
   std::string dir_;
   pid_t pid_ = -1;
+  bool jetstream_ = true;
 };
 
 struct StoredMessage {
