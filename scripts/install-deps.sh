@@ -20,6 +20,8 @@ packages=(
   openssl
   # bench/relay/relaybench.py, examples/python (TAP 024)
   python3-psycopg
+  # bench/relay/faults.sh: a webhook receiver that is never the bottleneck (answers 204)
+  nginx-light
 )
 # examples/node (TAP 024) and test/consumers (TAP 011, 030, 031; the demo and bench with the
 # http and nats sinks): Node.js and npm, from Debian unless some Node.js is there already

@@ -52,40 +52,6 @@ fi
 RATE=${RATE:-200}
 NATS_SO="$(pg_config --pkglibdir)/outbox_sink_nats.so"
 
-# free_port: a TCP port nothing listens on at 127.0.0.1 (the kernel's choice).
-free_port() {
-  "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# consumers_install: a copy of test/consumers with its npm packages, in the work directory.
-consumers_install() {
-  cp -a "$BENCH_REPO/test/consumers" "$BENCH_WORK/consumers"
-  (cd "$BENCH_WORK/consumers" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || {
-    echo "npm ci failed in a copy of test/consumers (no network?)" >&2
-    return 1
-  }
-}
-
-# receiver_start: the webhook receiver with a fresh signing secret, whose file goes to the
-# server's outbox.sink_files_directory. Sets RECEIVER_PID, RECEIVER_PORT.
-receiver_start() {
-  local files="$BENCH_WORK/sink_files" secret
-  mkdir -m 750 "$files"
-  secret="whsec_$(openssl rand -base64 32)"
-  (umask 077 && echo "$secret" >"$files/webhook.secret")
-  chown -R postgres: "$files" 2>/dev/null || true
-  sql -c "ALTER SYSTEM SET outbox.sink_files_directory = '$files'" -c "SELECT pg_reload_conf()" >/dev/null
-  node "$BENCH_WORK/consumers/webhook_receiver.js" --log "$BENCH_WORK/receiver.log" \
-    --port-file "$BENCH_WORK/receiver.port" --secret "$secret" \
-    >"$BENCH_WORK/receiver.out" 2>&1 9>&- &
-  RECEIVER_PID=$!
-  RELAY_EXTRA_PIDS="$RELAY_EXTRA_PIDS $RECEIVER_PID"
-  for _ in $(seq 100); do [ -s "$BENCH_WORK/receiver.port" ] && break; sleep 0.1; done
-  RECEIVER_PORT=$(cat "$BENCH_WORK/receiver.port" 2>/dev/null || true)
-  [ -n "$RECEIVER_PORT" ] || { echo "the webhook receiver did not start:" >&2; cat "$BENCH_WORK/receiver.out" >&2; return 1; }
-  echo "   webhook receiver http://127.0.0.1:$RECEIVER_PORT (pid $RECEIVER_PID, node $(node --version))"
-}
-
 # nats_start: nats-server with JetStream and the stream OUTBOX on outbox.event.>. Sets
 # NATS_PID, NATS_URL.
 nats_start() {

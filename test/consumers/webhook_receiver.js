@@ -14,11 +14,11 @@
 // `verified` is true when the first verifies, verified_each has one entry per secret.
 //
 // The control file (JSON, read on each request; counters restart when its text changes):
-//   {"rules": [{"match_id": "re", "match_key": "re", "status": 503, "times": 2,
+//   {"rules": [{"match_id": "re", "match_key": "re", "every": 7, "status": 503, "times": 2,
 //               "delay_ms": 0, "retry_after": "1", "location": "http://..."}]}
 // The first rule that matches the request (webhook-id and outbox-aggregateid, regular
-// expressions; absent = any) and has times left (absent = unlimited) chooses the answer;
-// otherwise 200.
+// expressions; absent = any; with "every": N, only each N-th request it matches) and has
+// times left (absent = unlimited) chooses the answer; otherwise 200.
 'use strict';
 
 const fs = require('fs');
@@ -43,6 +43,7 @@ const hooks = args.secret.map((s) => new Webhook(s));
 let controlText = null;
 let rules = [];
 let used = [];
+let seen = [];
 function currentRules() {
   let text = '';
   try {
@@ -54,6 +55,7 @@ function currentRules() {
     controlText = text;
     rules = text.trim() ? JSON.parse(text).rules || [] : [];
     used = rules.map(() => 0);
+    seen = rules.map(() => 0);
   }
   return rules;
 }
@@ -65,6 +67,7 @@ function choose(id, key) {
     if (r.match_id && !new RegExp(r.match_id).test(id)) continue;
     if (r.match_key && !new RegExp(r.match_key).test(key)) continue;
     if (r.times !== undefined && used[i] >= r.times) continue;
+    if (r.every !== undefined && ++seen[i] % r.every !== 0) continue;
     used[i]++;
     return r;
   }
