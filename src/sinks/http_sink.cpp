@@ -1,87 +1,46 @@
+// The HTTP sink's batches: per-key chains of requests, across the (at most two) started
+// batches, and how a failure settles the rest. The requests themselves: http_request.cpp.
 #include "sinks/http_sink.hpp"
 
 #include <algorithm>
-#include <cstdio>
-#include <deque>
-#include <map>
+#include <stdexcept>
+#include <string_view>
 #include <utility>
 
-#include "sinks/cloudevents.hpp"
-#include "sinks/option_rules.hpp"
+#include "sinks/failed_keys.hpp"
 #include "sinks/signals_blocked.hpp"
-#include "sinks/webhook_signature.hpp"
 
 namespace outbox::sinks {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr std::size_t kNone = static_cast<std::size_t>(-1);
 
-// An HTTP token (RFC 9110 tchar): what a header name may be.
-bool is_token(std::string_view name) {
-  if (name.empty()) return false;
-  for (char c : name) {
-    const auto u = static_cast<unsigned char>(c);
-    const bool ok = (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') ||
-                    std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-    if (!ok) return false;
-  }
-  return true;
-}
-
-// A header value may hold tabs and bytes from 0x20, but no other control character.
-bool is_header_value(std::string_view value) {
-  return std::none_of(value.begin(), value.end(), [](char c) {
-    const auto u = static_cast<unsigned char>(c);
-    return (u < 0x20 && c != '\t') || u == 0x7f;
-  });
-}
-
-std::string utc_text(std::time_t t) {
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-std::size_t collect_body(char* data, std::size_t size, std::size_t count, void* user) {
-  auto* body = static_cast<std::string*>(user);
-  const std::size_t n = size * count;
-  if (body->size() < HttpSink::kMaxBodyBytes) {
-    body->append(data, std::min(n, HttpSink::kMaxBodyBytes - body->size()));
-  }
-  return n;  // the rest is read and dropped, not an error
+// The error of the messages a failed one holds back; a deferred one passes its own on.
+std::string deferral_of(const Outcome& failed) {
+  if (failed.delivery == Delivery::kDeferred) return failed.error;
+  return "not sent: an earlier event of its key was not delivered (" + failed.error + ")";
 }
 
 }  // namespace
 
-struct HttpSink::Request {
-  std::size_t index = 0;
-  CURLM* multi = nullptr;  // set once the handle is added
-  CURL* easy = nullptr;
-  curl_slist* headers = nullptr;
-  std::string url;
-  std::string body;
-  char error[CURL_ERROR_SIZE] = {0};
-
-  Request() = default;
-  Request(const Request&) = delete;
-  Request& operator=(const Request&) = delete;
-  ~Request() {
-    if (multi != nullptr) curl_multi_remove_handle(multi, easy);
-    if (easy != nullptr) curl_easy_cleanup(easy);
-    curl_slist_free_all(headers);
-  }
-  void add_header(const std::string& name, std::string_view value) {
-    // "Name;" is curl's way to send a header with an empty value ("Name:" removes it).
-    add_line(value.empty() ? name + ";" : name + ": " + std::string(value));
-  }
-  void add_line(const std::string& line) {
-    curl_slist* more = curl_slist_append(headers, line.c_str());
-    if (more == nullptr) throw std::bad_alloc();
-    headers = more;
-  }
+struct HttpSink::Batch {
+  std::uint64_t seq = 0;
+  const std::vector<Message>* messages = nullptr;
+  std::vector<Outcome>* outcomes = nullptr;
+  Clock::time_point deadline;
+  std::chrono::milliseconds timeout{0};
+  std::vector<std::size_t> next;  // the next message of its key in the batch, or kNone
+  std::vector<char> settled;
+  std::size_t unsettled = 0;
+  std::deque<std::size_t> ready;  // may start: every earlier message of its key is acked
+  // Each key's last message here: where a later batch's first of the key waits.
+  std::map<std::pair<std::string_view, std::string_view>, std::size_t> last;
+  // Last message of a key -> (later batch, its first message of the key) waiting for it.
+  std::map<std::size_t, std::pair<std::uint64_t, std::size_t>> handoff;
+  FailedKeys failed;  // keys not delivered here, with what their later messages are told
+  std::string stop;   // set: no new request of this batch starts; the error of those
 };
 
 HttpSink::HttpSink(const Options& options) : settings_(http_settings(options)) {
@@ -99,195 +58,164 @@ HttpSink::HttpSink(const Options& options) : settings_(http_settings(options)) {
 }
 
 HttpSink::~HttpSink() {
+  // Started batches are forgotten: their outcomes are not touched again.
+  active_.clear();  // removes the handles while the multi handle lives
+  batches_.clear();
   curl_multi_cleanup(multi_);
   curl_global_cleanup();
 }
 
-std::string HttpSink::clean(std::string text) const {
-  const std::string& userinfo = settings_.url.userinfo();
-  if (userinfo.empty()) return text;
-  return redacted(std::move(text), {userinfo});
-}
-
-std::string HttpSink::excerpt(const std::string& body) {
-  std::string out;
-  for (char c : body) {
-    if (out.size() == kMaxExcerptBytes) break;
-    const auto u = static_cast<unsigned char>(c);
-    // ASCII only: a cut could otherwise leave half a UTF-8 character in the error.
-    out += (u < 0x20 || u >= 0x7f) ? ' ' : c;
+HttpSink::Batch* HttpSink::batch(std::uint64_t seq) {
+  for (auto& b : batches_) {
+    if (b->seq == seq) return b.get();
   }
-  return out;
-}
-
-Delivery HttpSink::classify(CURLcode code, long status) {
-  if (code != CURLE_OK) {
-    // A URL curl refuses fails the same way every time: the message is at fault.
-    return code == CURLE_URL_MALFORMAT || code == CURLE_UNSUPPORTED_PROTOCOL ||
-                   code == CURLE_TOO_MANY_REDIRECTS
-               ? Delivery::kRejected
-               : Delivery::kUnavailable;
-  }
-  if (status >= 200 && status < 300) return Delivery::kAcked;
-  if (status == 408 || status == 429 || status >= 500) return Delivery::kUnavailable;
-  return Delivery::kRejected;
-}
-
-bool HttpSink::prepare(const Message& m, Request& r, std::string& error) const {
-  for (auto [what, value] : {std::pair<const char*, std::string_view>{"type", m.type},
-                             {"aggregatetype", m.aggregatetype},
-                             {"aggregateid", m.aggregateid}}) {
-    if (!is_header_value(value)) {
-      error = std::string("http: the event's ") + what +
-              " holds a control character, which no HTTP header can carry";
-      return false;
-    }
-  }
-  r.url = settings_.url.render(m);
-  const std::string timestamp = std::to_string(std::time(nullptr));
-
-  if (settings_.cloudevents.enabled) {
-    for (const auto& [name, value] : cloudevents::attributes(m, settings_.cloudevents.source)) {
-      r.add_header(name == "datacontenttype" ? "Content-Type" : "ce-" + name, value);
-    }
-  } else {
-    r.add_header("Content-Type", cloudevents::kContentType);
-  }
-  r.add_line("Expect:");  // removes curl's 100-continue round trip for large bodies
-  r.add_header("webhook-id", m.id);
-  r.add_header("webhook-timestamp", timestamp);
-  if (!settings_.keys.empty()) {
-    r.add_header("webhook-signature",
-                 webhook::signature_header(settings_.keys, m.id, timestamp, m.payload));
-  }
-  r.add_header("outbox-type", m.type);
-  r.add_header("outbox-aggregatetype", m.aggregatetype);
-  r.add_header("outbox-aggregateid", m.aggregateid);
-  for (const auto& [name, value] : m.headers) {
-    // Skipped rather than mangled: see docs/sink-options.md.
-    if (is_token(name) && is_header_value(value)) {
-      r.add_header("outbox-header-" + std::string(name), value);
-    }
-  }
-
-  r.easy = curl_easy_init();
-  if (r.easy == nullptr) throw std::bad_alloc();
-  CURL* e = r.easy;
-  curl_easy_setopt(e, CURLOPT_URL, r.url.c_str());
-  curl_easy_setopt(e, CURLOPT_POST, 1L);
-  curl_easy_setopt(e, CURLOPT_POSTFIELDS, m.payload.empty() ? "" : m.payload.data());
-  curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(m.payload.size()));
-  curl_easy_setopt(e, CURLOPT_HTTPHEADER, r.headers);
-  curl_easy_setopt(e, CURLOPT_USERAGENT, "outbox-relay");
-  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, settings_.follow_redirects ? 1L : 0L);
-  curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
-  curl_easy_setopt(e, CURLOPT_POSTREDIR, static_cast<long>(CURL_REDIR_POST_ALL));
-  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, settings_.timeout_ms);
-  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, settings_.timeout_ms);
-  curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-  // "" disables proxies, also those the server's environment (http_proxy, ...) would name.
-  curl_easy_setopt(e, CURLOPT_PROXY, "");
-  curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, settings_.tls_verify ? 1L : 0L);
-  curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, settings_.tls_verify ? 2L : 0L);
-  if (!settings_.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, settings_.ca_file.c_str());
-  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &collect_body);
-  curl_easy_setopt(e, CURLOPT_WRITEDATA, &r.body);
-  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r.error);
-  curl_easy_setopt(e, CURLOPT_PRIVATE, &r);
-  curl_easy_setopt(e, CURLOPT_VERBOSE, 0L);
-  return true;
-}
-
-Outcome HttpSink::outcome_of(Request& r, CURLcode code) {
-  long status = 0;
-  if (code == CURLE_OK) curl_easy_getinfo(r.easy, CURLINFO_RESPONSE_CODE, &status);
-  const Delivery delivery = classify(code, status);
-  if (delivery == Delivery::kAcked) return {delivery, {}};
-  if (code != CURLE_OK) {
-    const std::string what = r.error[0] != '\0' ? r.error : curl_easy_strerror(code);
-    return {delivery, clean("http: " + what)};
-  }
-  std::string error = "http: the receiver answered " + std::to_string(status);
-  if (status == 429 || status == 503) {
-    curl_off_t seconds = 0;
-    if (curl_easy_getinfo(r.easy, CURLINFO_RETRY_AFTER, &seconds) == CURLE_OK && seconds > 0) {
-      seconds = std::min<curl_off_t>(seconds, kMaxRetryAfterSeconds);
-      wait_until_ = std::max(wait_until_, std::time(nullptr) + static_cast<std::time_t>(seconds));
-      error += "; the receiver asked to wait until " + utc_text(wait_until_);
-    }
-  } else if (status >= 300 && status < 400) {
-    char* location = nullptr;
-    curl_easy_getinfo(r.easy, CURLINFO_REDIRECT_URL, &location);
-    error += ", a redirect to " +
-             (location != nullptr ? excerpt(clean(location)) : std::string("(no Location)")) +
-             (settings_.follow_redirects ? ", not followed"
-                                         : ", not followed (follow_redirects is false)");
-  }
-  // The receiver's own words, for 4xx and 5xx alike (not for a redirect: its body is noise).
-  if (!r.body.empty() && (status < 300 || status >= 400)) error += ": " + excerpt(r.body);
-  return {delivery, error};
+  return nullptr;
 }
 
 void HttpSink::send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
                     std::chrono::milliseconds timeout) {
-  const std::size_t n = messages.size();
-  if (n == 0) return;
-  if (std::time(nullptr) < wait_until_) {
-    const std::string error =
-        "http: the receiver asked to wait until " + utc_text(wait_until_) + " (Retry-After)";
-    for (Outcome& outcome : outcomes) outcome = {Delivery::kUnavailable, error};
-    return;
-  }
-  const Clock::time_point deadline = Clock::now() + timeout;
+  // finish() would wait for an older batch instead of this one.
+  if (!batches_.empty()) throw std::logic_error("http sink: send() while batches are started");
+  start(messages, outcomes, timeout);
+  finish();
+}
 
-  // Each message's successor of the same key; the first message of each key is ready.
-  constexpr std::size_t kNone = static_cast<std::size_t>(-1);
-  std::vector<std::size_t> next(n, kNone);
-  std::deque<std::size_t> ready;
-  {
-    std::map<std::pair<std::string_view, std::string_view>, std::size_t> last;
-    for (std::size_t i = 0; i < n; ++i) {
-      auto [it, first] = last.try_emplace({messages[i].aggregatetype, messages[i].aggregateid}, i);
-      if (first) {
-        ready.push_back(i);
-      } else {
-        next[it->second] = i;
-        it->second = i;
+void HttpSink::start(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
+                     std::chrono::milliseconds timeout) {
+  auto owned = std::make_unique<Batch>();
+  Batch& b = *owned;
+  const std::size_t n = messages.size();
+  b.seq = next_seq_++;
+  b.messages = &messages;
+  b.outcomes = &outcomes;
+  b.timeout = timeout;
+  b.deadline = Clock::now() + timeout;
+  b.next.assign(n, kNone);
+  b.settled.assign(n, 0);
+  b.unsettled = n;
+  std::vector<std::size_t> heads;  // each key's first message
+  for (std::size_t i = 0; i < n; ++i) {
+    auto [it, first] = b.last.try_emplace({messages[i].aggregatetype, messages[i].aggregateid}, i);
+    if (first) {
+      heads.push_back(i);
+    } else {
+      b.next[it->second] = i;
+      it->second = i;
+    }
+  }
+  batches_.push_back(std::move(owned));
+  try {
+    if (std::time(nullptr) < wait_until_) {
+      const std::string error =
+          "http: the receiver asked to wait until " + http_utc_text(wait_until_) + " (Retry-After)";
+      for (std::size_t i = 0; i < n; ++i) {
+        outcomes[i] = {Delivery::kUnavailable, error};
+        b.settled[i] = 1;
+        b.failed.add(messages[i], deferral_of(outcomes[i]));
+      }
+      b.unsettled = 0;
+    } else {
+      link(b, heads);
+    }
+    progress();
+  } catch (...) {
+    // Not started: nothing of it stays in curl, and no earlier batch hands a key over to it.
+    drop_requests(b);
+    for (auto& older : batches_) {
+      for (auto it = older->handoff.begin(); it != older->handoff.end();) {
+        it = it->second.first == b.seq ? older->handoff.erase(it) : std::next(it);
       }
     }
+    batches_.pop_back();
+    throw;
   }
+}
 
-  // Settles message i, and when it is not delivered defers the rest of its key.
-  auto settle = [&](std::size_t i, Outcome outcome) {
-    const bool failed = outcome.delivery != Delivery::kAcked;
-    const std::string reason = outcome.error;
-    outcomes[i] = std::move(outcome);
-    if (!failed) {
-      if (next[i] != kNone) ready.push_back(next[i]);
+void HttpSink::link(Batch& b, const std::vector<std::size_t>& heads) {
+  for (std::size_t h : heads) {
+    const Message& m = (*b.messages)[h];
+    const std::string* failed = nullptr;
+    for (auto& older : batches_) {
+      if (older.get() != &b && (failed = older->failed.find(m)) != nullptr) break;
+    }
+    if (failed != nullptr) {
+      settle(b, h, {Delivery::kDeferred, *failed});
+      continue;
+    }
+    // Behind the newest earlier batch that has the key, if its message is still unanswered.
+    bool waits = false;
+    for (auto it = batches_.rbegin(); it != batches_.rend(); ++it) {
+      Batch& older = **it;
+      if (&older == &b) continue;
+      auto last = older.last.find({m.aggregatetype, m.aggregateid});
+      if (last == older.last.end()) continue;
+      if (!older.settled[last->second]) {
+        older.handoff[last->second] = {b.seq, h};
+        waits = true;
+      }
+      break;
+    }
+    if (!waits) b.ready.push_back(h);
+  }
+}
+
+void HttpSink::settle(Batch& b, std::size_t i, Outcome outcome) {
+  if (b.settled[i]) return;
+  b.settled[i] = 1;
+  --b.unsettled;
+  const bool acked = outcome.delivery == Delivery::kAcked;
+  const std::string text = acked ? std::string() : deferral_of(outcome);
+  const Message& m = (*b.messages)[i];
+  (*b.outcomes)[i] = std::move(outcome);
+  if (!acked) b.failed.add(m, text);
+  // Walks the rest of the key: in this batch, then into the batch waiting for it.
+  Batch* at = &b;
+  std::size_t j = i;
+  while (true) {
+    std::size_t k = at->next[j];
+    if (k == kNone) {
+      auto h = at->handoff.find(j);
+      if (h == at->handoff.end()) return;
+      Batch* later = batch(h->second.first);
+      k = h->second.second;
+      at->handoff.erase(h);
+      if (later == nullptr) return;
+      at = later;
+      if (!acked) at->failed.add(m, text);
+    }
+    if (acked) {
+      at->ready.push_back(k);
       return;
     }
-    for (std::size_t j = next[i]; j != kNone; j = next[j]) {
-      outcomes[j] = {Delivery::kDeferred,
-                     "not sent: an earlier event of its key was not delivered (" + reason + ")"};
+    if (!at->settled[k]) {
+      at->settled[k] = 1;
+      --at->unsettled;
+      (*at->outcomes)[k] = {Delivery::kDeferred, text};
     }
-  };
+    j = k;
+  }
+}
 
-  std::map<CURL*, std::unique_ptr<Request>> active;
-  std::string stop_reason;  // set once no new request may start
-  std::string last_error;
-  while (true) {
-    while (stop_reason.empty() && !ready.empty() &&
-           active.size() < static_cast<std::size_t>(settings_.max_concurrency)) {
-      const std::size_t i = ready.front();
-      ready.pop_front();
-      auto request = std::make_unique<Request>();
+std::size_t HttpSink::pump() {
+  std::size_t started = 0;
+  const auto limit = static_cast<std::size_t>(settings_.max_concurrency);
+  for (auto& owned : batches_) {
+    Batch& b = *owned;
+    while (!b.ready.empty()) {
+      if (b.stop.empty() && active_.size() >= limit) return started;
+      const std::size_t i = b.ready.front();
+      b.ready.pop_front();
+      if (b.settled[i]) continue;
+      if (!b.stop.empty()) {
+        settle(b, i, {Delivery::kDeferred, b.stop});
+        continue;
+      }
+      auto request = std::make_unique<HttpRequest>();
+      request->batch = b.seq;
       request->index = i;
       std::string error;
-      if (!prepare(messages[i], *request, error)) {
-        settle(i, {Delivery::kRejected, error});
+      if (!prepare((*b.messages)[i], *request, error)) {
+        settle(b, i, {Delivery::kRejected, error});
         continue;
       }
       {
@@ -298,69 +226,131 @@ void HttpSink::send(const std::vector<Message>& messages, std::vector<Outcome>& 
       }
       request->multi = multi_;
       CURL* easy = request->easy;
-      active.emplace(easy, std::move(request));
+      active_.emplace(easy, std::move(request));
+      ++started;
     }
-    if (!stop_reason.empty()) {
-      while (!ready.empty()) {
-        settle(ready.front(), {Delivery::kUnavailable, stop_reason});
-        ready.pop_front();
-      }
-    }
-    if (active.empty() && ready.empty()) break;
-
-    int running = 0;
-    CURLMcode rc;
-    {
-      SignalsBlocked blocked;
-      rc = curl_multi_perform(multi_, &running);
-    }
-    if (rc != CURLM_OK) {
-      throw std::runtime_error(std::string("http sink: ") + curl_multi_strerror(rc));
-    }
-    int left = 0;
-    while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
-      if (msg->msg != CURLMSG_DONE) continue;
-      auto it = active.find(msg->easy_handle);
-      if (it == active.end()) continue;
-      const CURLcode code = msg->data.result;  // msg is invalid once the handle is removed
-      Outcome outcome = outcome_of(*it->second, code);
-      if (outcome.delivery == Delivery::kUnavailable) {
-        last_error = outcome.error;
-        if (stop_reason.empty()) stop_reason = outcome.error;
-      }
-      const std::size_t i = it->second->index;
-      active.erase(it);
-      settle(i, std::move(outcome));
-    }
-    if (active.empty() && ready.empty()) break;
-
-    // Also when nothing is in flight: a key's chain of quick answers must not outlast the
-    // deadline either.
-    std::string stopped;
-    if (!keep_waiting(last_error)) {
-      stopped = "not acknowledged: the relay stopped waiting";
-      if (!last_error.empty()) stopped += " (" + last_error + ")";
-    } else if (Clock::now() >= deadline) {
-      stopped = "not acknowledged within " + std::to_string(timeout.count()) + " ms";
-    }
-    if (!stopped.empty()) {
-      while (!active.empty()) {
-        const std::size_t i = active.begin()->second->index;
-        active.erase(active.begin());
-        settle(i, {Delivery::kUnavailable, stopped});
-      }
-      while (!ready.empty()) {
-        settle(ready.front(), {Delivery::kUnavailable, stopped});
-        ready.pop_front();
-      }
-      break;
-    }
-    if (active.empty()) continue;  // start the next ones at once
-    const auto until_deadline =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    const int wait_ms = static_cast<int>(std::clamp<long long>(until_deadline, 1, 100));
-    curl_multi_poll(multi_, nullptr, 0, wait_ms, nullptr);
   }
+  return started;
+}
+
+std::size_t HttpSink::perform() {
+  int running = 0;
+  CURLMcode rc;
+  {
+    SignalsBlocked blocked;
+    rc = curl_multi_perform(multi_, &running);
+  }
+  if (rc != CURLM_OK)
+    throw std::runtime_error(std::string("http sink: ") + curl_multi_strerror(rc));
+  std::size_t done = 0;
+  int left = 0;
+  while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
+    if (msg->msg != CURLMSG_DONE) continue;
+    // msg is invalid once the handle is removed.
+    complete(msg->easy_handle, msg->data.result);
+    ++done;
+  }
+  return done;
+}
+
+void HttpSink::complete(CURL* easy, CURLcode code) {
+  auto it = active_.find(easy);
+  if (it == active_.end()) return;
+  std::unique_ptr<HttpRequest> request = std::move(it->second);
+  active_.erase(it);
+  HttpAnswer answer = answer_of(*request, code);
+  const std::uint64_t seq = request->batch;
+  const std::size_t index = request->index;
+  request.reset();  // frees the connection for the next request
+  wait_until_ = std::max(wait_until_, answer.wait_until);
+  if (answer.outcome.delivery == Delivery::kAcked) {
+    last_error_.clear();
+  } else if (answer.outcome.delivery == Delivery::kUnavailable) {
+    last_error_ = answer.outcome.error;
+  }
+  if (Batch* b = batch(seq)) settle(*b, index, std::move(answer.outcome));
+  if (!answer.stop.empty()) stop_all(answer.stop);
+}
+
+void HttpSink::progress() {
+  for (int round = 0; round < 4; ++round) {
+    const std::size_t started = pump();
+    if (perform() == 0 && started == 0) break;
+  }
+}
+
+void HttpSink::stop_all(const std::string& reason) {
+  for (auto& b : batches_) {
+    if (b->stop.empty()) b->stop = reason;
+  }
+}
+
+void HttpSink::drop_requests(const Batch& b) noexcept {
+  for (auto it = active_.begin(); it != active_.end();) {
+    it = it->second->batch == b.seq ? active_.erase(it) : std::next(it);
+  }
+}
+
+void HttpSink::abandon(Batch& b, const std::string& error) {
+  for (auto it = active_.begin(); it != active_.end();) {
+    if (it->second->batch != b.seq) {
+      ++it;
+      continue;
+    }
+    const std::size_t i = it->second->index;
+    it = active_.erase(it);
+    settle(b, i, {Delivery::kUnavailable, error});
+  }
+  b.ready.clear();
+  // In order: a key's first unsettled message fails, and defers the rest of its key.
+  for (std::size_t i = 0; i < b.settled.size(); ++i) {
+    if (!b.settled[i]) settle(b, i, {Delivery::kUnavailable, error});
+  }
+}
+
+void HttpSink::finish() {
+  if (batches_.empty()) return;
+  Batch& b = *batches_.front();
+  try {
+    while (b.unsettled > 0) {
+      pump();
+      if (b.unsettled == 0) break;
+      perform();
+      if (b.unsettled == 0) break;
+      // Also when nothing is in flight: a key's chain of quick answers must not outlast the
+      // deadline either.
+      std::string stopped;
+      if (!keep_waiting(last_error_)) {
+        stopped = "not acknowledged: the relay stopped waiting";
+        if (!last_error_.empty()) stopped += " (" + last_error_ + ")";
+      } else if (Clock::now() >= b.deadline) {
+        stopped = "not acknowledged within " + std::to_string(b.timeout.count()) + " ms";
+      }
+      if (!stopped.empty()) {
+        abandon(b, stopped);
+        break;
+      }
+      const bool startable =
+          active_.size() < static_cast<std::size_t>(settings_.max_concurrency) &&
+          std::any_of(batches_.begin(), batches_.end(), [](auto& s) { return !s->ready.empty(); });
+      if (startable) continue;  // start the next ones at once
+      const auto until_deadline =
+          std::chrono::duration_cast<std::chrono::milliseconds>(b.deadline - Clock::now()).count();
+      const int wait_ms = static_cast<int>(std::clamp<long long>(until_deadline, 1, 100));
+      curl_multi_poll(multi_, nullptr, 0, wait_ms, nullptr);
+    }
+  } catch (...) {
+    // The batch failed as a whole; still, nothing of it stays in curl, and the rest of its
+    // keys in a later batch is deferred.
+    drop_requests(b);
+    try {
+      abandon(b, "not acknowledged: the batch failed");
+    } catch (...) {
+    }
+    batches_.pop_front();
+    throw;
+  }
+  batches_.pop_front();
 }
 
 std::unique_ptr<Sink> create_http_sink(const Options& options) {

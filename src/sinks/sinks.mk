@@ -14,10 +14,10 @@ SINK_SRCS = src/sinks/option_rules.cpp src/sinks/routing.cpp src/sinks/cloudeven
 	src/sinks/plugin_export.cpp src/sinks/null_sink.cpp \
 	src/sinks/null_plugin.cpp src/sinks/kafka_options.cpp src/sinks/kafka_sink.cpp \
 	src/sinks/kafka_classify.cpp src/sinks/kafka_plugin.cpp src/sinks/http_options.cpp \
-	src/sinks/http_sink.cpp src/sinks/webhook_signature.cpp src/sinks/http_plugin.cpp \
-	src/sinks/nats_subject.cpp src/sinks/nats_options.cpp src/sinks/nats_sink.cpp \
-	src/sinks/nats_events.cpp src/sinks/nats_finish.cpp src/sinks/nats_lookup.cpp \
-	src/sinks/nats_plugin.cpp
+	src/sinks/http_sink.cpp src/sinks/http_request.cpp src/sinks/webhook_signature.cpp \
+	src/sinks/http_plugin.cpp src/sinks/nats_subject.cpp src/sinks/nats_options.cpp \
+	src/sinks/nats_sink.cpp src/sinks/nats_events.cpp src/sinks/nats_finish.cpp \
+	src/sinks/nats_lookup.cpp src/sinks/nats_plugin.cpp
 TOOL_SRCS = test/tools/kafka_mock.cpp
 
 SINK_HDRS = $(wildcard src/sinks/*.hpp) src/include/outbox_sink.h
@@ -45,9 +45,9 @@ outbox_sink_kafka$(DLSUFFIX): src/sinks/kafka_sink.cpp src/sinks/kafka_classify.
 		src/sinks/routing.cpp src/sinks/cloudevents.cpp src/sinks/plugin_export.cpp $(SINK_HDRS)
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^) -lrdkafka
 
-outbox_sink_http$(DLSUFFIX): src/sinks/http_sink.cpp src/sinks/http_options.cpp \
-		src/sinks/webhook_signature.cpp src/sinks/http_plugin.cpp src/sinks/option_rules.cpp \
-		src/sinks/cloudevents.cpp src/sinks/plugin_export.cpp $(SINK_HDRS)
+outbox_sink_http$(DLSUFFIX): src/sinks/http_sink.cpp src/sinks/http_request.cpp \
+		src/sinks/http_options.cpp src/sinks/webhook_signature.cpp src/sinks/http_plugin.cpp \
+		src/sinks/option_rules.cpp src/sinks/cloudevents.cpp src/sinks/plugin_export.cpp $(SINK_HDRS)
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^) -lcurl -lcrypto
 
 # NATS JetStream, through cnats (Debian libnats-dev at build time, libnats3.x at run time).

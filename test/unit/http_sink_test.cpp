@@ -13,55 +13,20 @@
 #include <set>
 #include <thread>
 
-#include "http_test_server.hpp"
+#include "http_test_support.hpp"
 #include "sinks/http_sink.hpp"
 #include "sinks/webhook_signature.hpp"
 
 namespace {
 
 using namespace outbox::sinks;
+using outbox::test::Batch;
+using outbox::test::ids_of;
 using outbox::test::Received;
 using outbox::test::Reply;
+using outbox::test::send;
 using outbox::test::TestServer;
 using namespace std::chrono_literals;
-
-// Messages over keys: ids "<key>-<n>", payload {"n": n}.
-struct Batch {
-  std::vector<std::string> ids, keys, payloads;
-  std::vector<Message> messages;
-  void add(const std::string& key, int n) {
-    ids.push_back(key + "-" + std::to_string(n));
-    keys.push_back(key);
-    payloads.push_back("{\"n\": " + std::to_string(n) + "}");
-  }
-  // Views into the strings: call after the last add().
-  const std::vector<Message>& build() {
-    messages.clear();
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-      Message m;
-      m.id = ids[i];
-      m.aggregatetype = "order";
-      m.aggregateid = keys[i];
-      m.type = "OrderCreated";
-      m.payload = payloads[i];
-      m.created_at_unix_us = 1764607262123456;
-      messages.push_back(m);
-    }
-    return messages;
-  }
-};
-
-std::vector<Outcome> send(Sink& sink, Batch& batch, std::chrono::milliseconds timeout = 10s) {
-  std::vector<Outcome> outcomes(batch.ids.size());
-  sink.send(batch.build(), outcomes, timeout);
-  return outcomes;
-}
-
-std::set<std::string> ids_of(const std::vector<Received>& requests) {
-  std::set<std::string> ids;
-  for (const Received& r : requests) ids.insert(r.header("webhook-id"));
-  return ids;
-}
 
 Outcome one(Sink& sink, const std::string& key) {
   Batch b;
@@ -196,7 +161,7 @@ TEST(HttpSink, PerKeyOrderAndDeferral) {
   EXPECT_EQ(requests[0].target.substr(0, 7), "/order/");
 }
 
-TEST(HttpSink, UnavailableStopsNewRequests) {
+TEST(HttpSink, UnavailableHoldsOnlyItsKey) {
   TestServer server([](const Received& r) {
     return Reply{r.header("webhook-id") == "a-1" ? 500 : 200, {}, "", 0ms};
   });
@@ -205,12 +170,17 @@ TEST(HttpSink, UnavailableStopsNewRequests) {
   b.add("a", 1);
   b.add("a", 2);
   b.add("b", 1);
+  b.add("b", 2);
   const std::vector<Outcome> outcomes = send(sink, b);
   EXPECT_EQ(outcomes[0].delivery, Delivery::kUnavailable);
+  EXPECT_EQ(outcomes[0].error, "http: the receiver answered 500");
   EXPECT_EQ(outcomes[1].delivery, Delivery::kDeferred);
-  EXPECT_EQ(outcomes[2].delivery, Delivery::kUnavailable);
-  EXPECT_EQ(outcomes[2].error, "http: the receiver answered 500");
-  EXPECT_EQ(ids_of(server.requests()), (std::set<std::string>{"a-1"}));
+  EXPECT_EQ(outcomes[1].error,
+            "not sent: an earlier event of its key was not delivered (http: the receiver "
+            "answered 500)");
+  EXPECT_EQ(outcomes[2].delivery, Delivery::kAcked) << outcomes[2].error;
+  EXPECT_EQ(outcomes[3].delivery, Delivery::kAcked) << outcomes[3].error;
+  EXPECT_EQ(ids_of(server.requests()), (std::set<std::string>{"a-1", "b-1", "b-2"}));
 }
 
 TEST(HttpSink, HeadersAndSignature) {
