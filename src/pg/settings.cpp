@@ -27,11 +27,15 @@ Settings settings = {
     /* wait_for_sync_standbys */ false,
     /* sink_files_directory */ nullptr,
     /* drop_discards_events */ false,
+    /* sink_isolation */ kSinkIsolationNone,
 };
 
 namespace {
 const config_enum_entry kOrderingOptions[] = {
     {"key", kOrderingKey, false}, {"none", kOrderingNone, false}, {nullptr, 0, false}};
+const config_enum_entry kSinkIsolationOptions[] = {{"process", kSinkIsolationProcess, false},
+                                                   {"none", kSinkIsolationNone, false},
+                                                   {nullptr, 0, false}};
 }  // namespace
 
 void define_settings() {
@@ -144,6 +148,14 @@ void define_settings() {
       "outbox.configure_sink refuses a file outside it, and reads secrets (options ending in "
       "_file) only from it. Empty: no sink option may name a file.",
       &settings.sink_files_directory, "", PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
+  DefineCustomEnumVariable(
+      "outbox.sink_isolation", "Where the relay runs its sink's client library.",
+      "process: in a child process of the relay (outbox_sink_host), so that a crash of the "
+      "library (librdkafka, a third-party sink) ends that process, not the relay, and "
+      "PostgreSQL does not restart; the relay reports it and starts a new one. none: inside "
+      "the relay. Applies to sinks created after a reload, and to outbox.configure_sink's check.",
+      &settings.sink_isolation, settings.sink_isolation, kSinkIsolationOptions, PGC_SIGHUP, 0,
+      nullptr, nullptr, nullptr);
   DefineCustomBoolVariable(
       "outbox.drop_discards_events",
       "Let DROP EXTENSION outbox discard events that are not published yet.",

@@ -28,9 +28,11 @@ struct Settings {
   bool wait_for_sync_standbys;  // publish only what the synchronous standbys have flushed
   char* sink_files_directory;   // where sink options that name files (and secrets) may point
   bool drop_discards_events;    // DROP EXTENSION may discard unpublished events
+  int sink_isolation;           // SinkIsolation: the sink in a process of its own, or not
 };
 
 enum Ordering { kOrderingKey = 0, kOrderingNone = 1 };
+enum SinkIsolation { kSinkIsolationProcess = 0, kSinkIsolationNone = 1 };
 
 // Current values. Valid after define_settings().
 extern Settings settings;

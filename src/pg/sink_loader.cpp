@@ -9,6 +9,7 @@
 #include "pg/settings.hpp"
 #include "sinks/option_rules.hpp"
 #include "sinks/plugin_host.hpp"
+#include "sinks/process_sink.hpp"
 #include "sinks/signals_blocked.hpp"
 
 namespace outbox::pg {
@@ -117,6 +118,16 @@ std::unique_ptr<sinks::Sink> create_sink(const char* function, const std::string
     const sinks::Options resolved = sinks::resolve_options(name, plugin->options(), options,
                                                            directory != nullptr ? directory : "");
     sinks::SignalsBlocked blocked;
+    if (settings.sink_isolation == kSinkIsolationProcess) {
+      // The sink runs in outbox_sink_host, a child that is not a PostgreSQL process: its crash
+      // does not restart the server. The options (secrets too) go over a socket, not argv.
+      sinks::ProcessSinkConfig config;
+      config.program = std::string(pkglib_path) + "/outbox_sink_host";
+      config.library = library;
+      config.name = name;
+      config.resolved = resolved;
+      return sinks::ProcessSink::spawn(config);
+    }
     return plugin->create(resolved);
   } catch (const sinks::OptionError& e) {
     throw Error(sqlstate::kInvalidParameterValue, std::string(function) + ": " + e.what(), {},

@@ -1,6 +1,8 @@
 // Finds a sink by name in $libdir (outbox_sink_<name>.so), applies the option rules
 // (src/sinks/option_rules.hpp) with outbox.sink_files_directory, creates the sink with signals
-// blocked, and converts options from jsonb.
+// blocked, and converts options from jsonb. With outbox.sink_isolation = process the sink is
+// created in a child process (sinks/process_sink.hpp); the library is still loaded here, for
+// its declared options.
 #pragma once
 
 #include <memory>

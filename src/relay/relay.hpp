@@ -197,6 +197,7 @@ class SinkSession {
   Oid extension_ = InvalidOid;
   bool new_extension_ = false;
   TimestampTz config_updated_at_ = 0;
+  int isolation_ = -1;  // the outbox.sink_isolation sink_ was created with
 };
 
 // seal.cpp: the partitions below the floor are sealed. Every event in them is published or

@@ -4,6 +4,7 @@
 #include "relay/relay.hpp"
 
 #include "pg/boundary.hpp"
+#include "pg/settings.hpp"
 #include "pg/sink_loader.hpp"
 #include "pg/spi.hpp"
 
@@ -29,6 +30,8 @@ bool SinkSession::changed() const { return relay_config_generation() != generati
 
 bool SinkSession::ensure(MemoryContext iteration) {
   const uint32 generation = relay_config_generation();
+  // A reload that changed outbox.sink_isolation creates the sink again, where it now belongs.
+  if (sink_ && isolation_ != settings.sink_isolation) sink_.reset();
   if (sink_ && generation == generation_ && sink_->usable()) return true;
   if (sink_ && !sink_->usable()) {
     report_.record_error("sink " + name_ + " is unusable; creating it again");
@@ -91,6 +94,7 @@ bool SinkSession::ensure(MemoryContext iteration) {
   sink_.reset();
   sinks::Options options = sink_options_from_jsonb("outbox relay", config.options);
   sink_ = create_sink("outbox relay", config.name, options);
+  isolation_ = settings.sink_isolation;
   sink_->observe_waits(&wait_observer_);
   name_ = config.name;
   config_updated_at_ = config.updated_at;

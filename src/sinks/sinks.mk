@@ -3,7 +3,8 @@
 #
 #   make               also builds outbox_sink_null.so, outbox_sink_kafka.so,
 #                      outbox_sink_http.so and outbox_sink_nats.so
-#   make install       also installs them into $(DESTDIR)$(pkglibdir)
+#   make install       also installs them into $(DESTDIR)$(pkglibdir), with outbox_sink_host,
+#                      the program a relay runs its sink in (outbox.sink_isolation = process)
 #   make clean         also removes them and the test tools
 #   make sinks         only the sink libraries
 #   make test-tools    test/tools/outbox_kafka_mock, for the TAP tests, scripts/demo.sh and
@@ -17,13 +18,14 @@ SINK_SRCS = src/sinks/option_rules.cpp src/sinks/routing.cpp src/sinks/cloudeven
 	src/sinks/http_sink.cpp src/sinks/http_request.cpp src/sinks/webhook_signature.cpp \
 	src/sinks/http_plugin.cpp src/sinks/nats_subject.cpp src/sinks/nats_options.cpp \
 	src/sinks/nats_sink.cpp src/sinks/nats_events.cpp src/sinks/nats_finish.cpp \
-	src/sinks/nats_lookup.cpp src/sinks/nats_plugin.cpp
+	src/sinks/nats_lookup.cpp src/sinks/nats_plugin.cpp src/sinks/sink_host_main.cpp
 TOOL_SRCS = test/tools/kafka_mock.cpp
 
 SINK_HDRS = $(wildcard src/sinks/*.hpp) src/include/outbox_sink.h
 SINK_LIBS = outbox_sink_null$(DLSUFFIX) outbox_sink_kafka$(DLSUFFIX) outbox_sink_http$(DLSUFFIX) \
 	outbox_sink_nats$(DLSUFFIX)
 KAFKA_MOCK = test/tools/outbox_kafka_mock
+SINK_HOST = outbox_sink_host
 
 SINK_CXXFLAGS = -std=c++17 -O2 -g -Wall -Wextra -Werror -fno-omit-frame-pointer -I$(srcdir)/src
 # Only outbox_sink_init is exported; everything else stays inside the library, so two
@@ -33,7 +35,7 @@ SINK_SO_FLAGS = -fPIC -shared -fvisibility=hidden -fvisibility-inlines-hidden \
 
 .PHONY: sinks test-tools install-sinks clean-sinks
 all: sinks
-sinks: $(SINK_LIBS)
+sinks: $(SINK_LIBS) $(SINK_HOST)
 test-tools: $(KAFKA_MOCK)
 
 outbox_sink_null$(DLSUFFIX): src/sinks/null_sink.cpp src/sinks/null_plugin.cpp \
@@ -57,19 +59,24 @@ outbox_sink_nats$(DLSUFFIX): src/sinks/nats_sink.cpp src/sinks/nats_events.cpp \
 		src/sinks/option_rules.cpp src/sinks/plugin_export.cpp $(SINK_HDRS)
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^) -lnats -pthread
 
+# The sink host: a plain program (no PostgreSQL), the relay's child when it isolates its sink.
+$(SINK_HOST): src/sinks/sink_host_main.cpp src/sinks/channel.cpp src/sinks/wire.cpp \
+		src/sinks/plugin_host.cpp src/sinks/option_rules.cpp $(SINK_HDRS)
+	$(CXX) $(SINK_CXXFLAGS) -o $@ $(filter %.cpp,$^) -ldl -pthread
+
 $(KAFKA_MOCK): $(TOOL_SRCS)
 	$(CXX) $(SINK_CXXFLAGS) -o $@ $(TOOL_SRCS) -lrdkafka -pthread
 
 install: install-sinks
-install-sinks: $(SINK_LIBS)
+install-sinks: $(SINK_LIBS) $(SINK_HOST)
 	$(MKDIR_P) '$(DESTDIR)$(pkglibdir)'
 	$(INSTALL_SHLIB) $(SINK_LIBS) '$(DESTDIR)$(pkglibdir)/'
 
 uninstall: uninstall-sinks
 .PHONY: uninstall-sinks
 uninstall-sinks:
-	rm -f $(addprefix '$(DESTDIR)$(pkglibdir)'/,$(SINK_LIBS))
+	rm -f $(addprefix '$(DESTDIR)$(pkglibdir)'/,$(SINK_LIBS) $(SINK_HOST))
 
 clean: clean-sinks
 clean-sinks:
-	rm -f $(SINK_LIBS) $(KAFKA_MOCK)
+	rm -f $(SINK_LIBS) $(SINK_HOST) $(KAFKA_MOCK)
