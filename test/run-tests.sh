@@ -100,6 +100,10 @@ make -s install PG_CONFIG="$PG_CONFIG" >/dev/null || exit 1
 # The example sink (test/t/032_example_sink.pl): built out of tree against the header just
 # installed, as a third party would.
 make -s -C examples/sink PG_CONFIG="$PG_CONFIG" clean install >/dev/null || exit 1
+# The sink that crashes on request (test/t/034_sink_isolation.pl), a test plugin: installed only
+# by the tests, into the PostgreSQL they run.
+make -s -C test/unit outbox_sink_crashtest.so &&
+  install -m 755 test/unit/outbox_sink_crashtest.so "$("$PG_CONFIG" --pkglibdir)/" || exit 1
 
 # The source of the upgrades from 15 (TAP 040 and 021), on another major: PostgreSQL 15 as
 # released (Debian 12's source package, built with assertions as for --cassert), with this

@@ -71,6 +71,7 @@ install: install-sinks
 install-sinks: $(SINK_LIBS) $(SINK_HOST)
 	$(MKDIR_P) '$(DESTDIR)$(pkglibdir)'
 	$(INSTALL_SHLIB) $(SINK_LIBS) '$(DESTDIR)$(pkglibdir)/'
+	$(INSTALL_PROGRAM) $(SINK_HOST) '$(DESTDIR)$(pkglibdir)/'
 
 uninstall: uninstall-sinks
 .PHONY: uninstall-sinks
