@@ -2,11 +2,11 @@
 EXTENSION = outbox
 EXTVERSION = 0.5.0
 MODULE_big = outbox
-# Two files of src/sinks are outbox.so's too: the option rules, which configure_sink applies
-# before a sink sees its options (src/pg/sink_loader.cpp), and the sinks again; and the host of
-# the C sink interface.
+# Three files of src/sinks are outbox.so's too: the option rules (option_rules.cpp and
+# option_files.cpp), which configure_sink applies before a sink sees its options
+# (src/pg/sink_loader.cpp), and the sinks again; and the host of the C sink interface.
 SRCS = $(wildcard src/*.cpp src/core/*.cpp src/pg/*.cpp src/relay/*.cpp) \
-	src/sinks/option_rules.cpp src/sinks/plugin_host.cpp
+	src/sinks/option_rules.cpp src/sinks/option_files.cpp src/sinks/plugin_host.cpp
 # The C sink interface, for third-party sinks: installed into
 # $(includedir_server)/extension/outbox/.
 HEADERS = src/include/outbox_sink.h
