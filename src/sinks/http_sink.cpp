@@ -103,12 +103,6 @@ HttpSink::~HttpSink() {
   curl_global_cleanup();
 }
 
-std::string HttpSink::clean(std::string text) const {
-  const std::string& userinfo = settings_.url.userinfo();
-  if (userinfo.empty()) return text;
-  return redacted(std::move(text), {userinfo});
-}
-
 std::string HttpSink::excerpt(const std::string& body) {
   std::string out;
   for (char c : body) {
@@ -208,7 +202,7 @@ Outcome HttpSink::outcome_of(Request& r, CURLcode code) {
   if (delivery == Delivery::kAcked) return {delivery, {}};
   if (code != CURLE_OK) {
     const std::string what = r.error[0] != '\0' ? r.error : curl_easy_strerror(code);
-    return {delivery, clean("http: " + what)};
+    return {delivery, "http: " + what};
   }
   std::string error = "http: the receiver answered " + std::to_string(status);
   if (status == 429 || status == 503) {
@@ -222,7 +216,7 @@ Outcome HttpSink::outcome_of(Request& r, CURLcode code) {
     char* location = nullptr;
     curl_easy_getinfo(r.easy, CURLINFO_REDIRECT_URL, &location);
     error += ", a redirect to " +
-             (location != nullptr ? excerpt(clean(location)) : std::string("(no Location)")) +
+             (location != nullptr ? excerpt(location) : std::string("(no Location)")) +
              (settings_.follow_redirects ? ", not followed"
                                          : ", not followed (follow_redirects is false)");
   }

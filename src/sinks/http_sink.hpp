@@ -61,8 +61,6 @@ class HttpSink final : public Sink {
   bool prepare(const Message& message, Request& request, std::string& error) const;
   // How a finished request counts; may set wait_until_.
   Outcome outcome_of(Request& request, CURLcode code);
-  // `text` without the URL's userinfo.
-  std::string clean(std::string text) const;
 
   HttpSettings settings_;
   CURLM* multi_ = nullptr;
