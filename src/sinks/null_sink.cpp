@@ -24,6 +24,8 @@ const OptionSpec kNullOptions[] = {
      "N >= 1: reject every Nth message (counted across batches), to exercise dead letters"},
     {"throw_every", OptionKind::kInteger, "N >= 1: every Nth send() throws, as a buggy sink would"},
     {"delay_ms", OptionKind::kInteger,
+    {"unavailable_every", OptionKind::kInteger,
+     "N >= 1: every Nth message is unavailable (a transient failure), to exercise key holds"},
      "0 to 1000: each send() takes this long, as a sink waiting for its broker would"},
     {"reject_aggregateid", OptionKind::kText,
      "reject the first event seen with this aggregateid, each time it is offered, reject_times "
@@ -43,6 +45,7 @@ struct NullSettings {
   std::uint64_t fail_every = 0;
   std::uint64_t throw_every = 0;
   std::uint64_t delay_ms = 0;
+  std::uint64_t unavailable_every = 0;
   std::optional<std::string> reject_aggregateid;
   std::uint64_t reject_times = 1;
   std::optional<std::string> record_file;
@@ -85,6 +88,9 @@ class NullSink final : public Sink {
     if (settings_.fail_every != 0) out += " fail_every=" + std::to_string(settings_.fail_every);
     if (settings_.throw_every != 0) out += " throw_every=" + std::to_string(settings_.throw_every);
     if (settings_.delay_ms != 0) out += " delay_ms=" + std::to_string(settings_.delay_ms);
+    if (settings_.unavailable_every != 0) {
+      out += " unavailable_every=" + std::to_string(settings_.unavailable_every);
+    }
     if (settings_.reject_aggregateid) {
       out += " reject_aggregateid=" + *settings_.reject_aggregateid +
              " reject_times=" + std::to_string(settings_.reject_times);
@@ -181,6 +187,11 @@ class NullSink final : public Sink {
       written = write(record_fd_, lines.data(), lines.size());
     } while (written < 0 && errno == EINTR);
     if (written == static_cast<ssize_t>(lines.size())) return;
+    // A transient failure: the relay holds the key back and sends it again, no attempt counted.
+    if (settings_.unavailable_every != 0 && offered_ % settings_.unavailable_every == 0) {
+      return Outcome{Delivery::kUnavailable, "unavailable: the null sink's unavailable_every=" +
+                                                 std::to_string(settings_.unavailable_every)};
+    }
 
     const std::string error =
         written < 0
@@ -196,8 +207,8 @@ class NullSink final : public Sink {
 
   const NullSettings settings_;
   int record_fd_ = -1;
-  std::uint64_t offered_ = 0;  // messages offered, deferred ones not counted (fail_every)
-  std::uint64_t calls_ = 0;    // send() and start() calls (throw_every)
+  std::uint64_t offered_ = 0;             // messages offered, deferred ones not counted (*_every)
+  std::uint64_t calls_ = 0;               // send() and start() calls (throw_every)
   std::optional<std::string> reject_id_;  // the id of reject_aggregateid's first message
   std::uint64_t rejections_ = 0;
   // The failed keys of each started, unfinished batch, oldest first.
@@ -252,5 +263,7 @@ std::unique_ptr<Sink> create_null_sink(const Options& options) {
   }
   return std::make_unique<NullSink>(std::move(settings));
 }
+    } else if (name == "unavailable_every") {
+      settings.unavailable_every = parse_every(name, value);
 
 }  // namespace outbox::sinks
