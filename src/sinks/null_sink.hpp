@@ -25,7 +25,10 @@
 //                       they are. If that write fails or is short, the messages that were to
 //                       be acknowledged are kUnavailable instead (a short write may leave
 //                       their lines in the file: a consumer then sees them twice later, as
-//                       after a lost acknowledgement).
+//                       after a lost acknowledgement). A regular file that gives other users
+//                       no permission (mode & 007 == 0) is refused: secret files and private
+//                       keys must be such files, and a role that may only call configure_sink
+//                       must not be able to append to them.
 // Any other option is a ConfigError (the declaration below, as configure_sink checks it).
 //
 // Per-key order (sink.hpp): once a message is rejected or unavailable, every later message
