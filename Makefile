@@ -2,11 +2,13 @@
 EXTENSION = outbox
 EXTVERSION = 0.6.0
 MODULE_big = outbox
-# Files of src/sinks that are outbox.so's too: the option rules, which configure_sink applies
-# before a sink sees its options (src/pg/sink_loader.cpp), and the sinks again; the host of
-# the C sink interface; and the relay's side of a sink in its own process (process_sink).
+# Files of src/sinks that are outbox.so's too: the option rules (option_rules.cpp and
+# option_files.cpp), which configure_sink applies before a sink sees its options
+# (src/pg/sink_loader.cpp), and the sinks again; the host of the C sink interface; and the
+# relay's side of a sink in its own process (process_sink).
 SRCS = $(wildcard src/*.cpp src/core/*.cpp src/pg/*.cpp src/relay/*.cpp) \
-	src/sinks/option_rules.cpp src/sinks/plugin_host.cpp $(PROCESS_SINK_SRCS)
+	src/sinks/option_rules.cpp src/sinks/option_files.cpp src/sinks/plugin_host.cpp \
+	$(PROCESS_SINK_SRCS)
 PROCESS_SINK_SRCS = src/sinks/process_sink.cpp src/sinks/sink_process.cpp \
 	src/sinks/channel.cpp src/sinks/wire.cpp
 # The C sink interface, for third-party sinks: installed into

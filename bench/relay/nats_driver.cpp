@@ -3,7 +3,7 @@
 // `pipelined` two batches started at a time as the relay does. Prints events/s and the
 // process' CPU time (cnats' threads included). For profiling the sink (perf record -g).
 //   g++ -std=c++17 -O2 -g -Isrc bench/relay/nats_driver.cpp src/sinks/{nats_sink,nats_events,
-//     nats_options,nats_subject,cloudevents,option_rules,routing}.cpp -lnats -pthread
+//     nats_options,nats_subject,cloudevents,option_rules,option_files,routing}.cpp -lnats -pthread
 //   ./a.out nats://127.0.0.1:4222 100000 1000 [pipelined]
 #include <sys/resource.h>
 

@@ -7,8 +7,8 @@
 // events' data can never choose the host an event goes to. Any other ${...}, an unterminated
 // "${", another scheme, or a URL curl cannot parse is a ConfigError at create.
 //
-// Userinfo (https://user:password@host/) is accepted but never shown: describe() and every
-// error show the URL without it.
+// Userinfo (https://user:password@host/, or user@host) is refused: the options are stored in
+// clear, so a password there would be readable in outbox.sink_config and pg_dump.
 #pragma once
 
 #include <cstddef>
@@ -30,10 +30,8 @@ class UrlTemplate {
   UrlTemplate() = default;
 
   std::string render(const Message& message) const;
-  // The template without its userinfo: what describe() and errors show.
+  // The template as given (it holds no credential): what describe() shows.
   const std::string& shown() const { return shown_; }
-  // The userinfo ("user:password"), empty if none: redacted from every error text.
-  const std::string& userinfo() const { return userinfo_; }
 
  private:
   enum class Kind { kLiteral, kAggregateType, kType, kAggregateId };
@@ -43,7 +41,6 @@ class UrlTemplate {
   };
   std::vector<Part> parts_;
   std::string shown_;
-  std::string userinfo_;
 };
 
 // Every byte but the unreserved ones (RFC 3986) as %XX.
@@ -58,14 +55,14 @@ struct HttpSettings {
   std::string ca_file;  // empty: the system's CAs
   bool follow_redirects = false;
   cloudevents::Settings cloudevents;
-  std::string description;  // describe(): no userinfo, no secret
+  std::string description;  // describe(): no secret
 };
 
 inline constexpr long kMaxConcurrency = 256;
 inline constexpr long kMaxTimeoutMs = 10 * 60 * 1000;
 
 // From the options create() receives (resolved). Throws ConfigError; an undeclared option is
-// an OptionError. No message contains a secret or the URL's userinfo.
+// an OptionError. No message contains a secret.
 HttpSettings http_settings(const Options& options);
 
 }  // namespace outbox::sinks

@@ -8,7 +8,6 @@
 
 #include "sinks/cloudevents.hpp"
 #include "sinks/http_sink.hpp"
-#include "sinks/option_rules.hpp"
 #include "sinks/webhook_signature.hpp"
 
 namespace outbox::sinks {
@@ -52,12 +51,6 @@ std::string http_utc_text(std::time_t t) {
   char buf[64];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
-}
-
-std::string HttpSink::clean(std::string text) const {
-  const std::string& userinfo = settings_.url.userinfo();
-  if (userinfo.empty()) return text;
-  return redacted(std::move(text), {userinfo});
 }
 
 std::string HttpSink::excerpt(const std::string& body) {
@@ -187,7 +180,7 @@ HttpAnswer HttpSink::answer_of(HttpRequest& r, CURLcode code) const {
   }
   if (code != CURLE_OK) {
     const std::string what = r.error[0] != '\0' ? r.error : curl_easy_strerror(code);
-    answer.outcome = {delivery, clean("http: " + what)};
+    answer.outcome = {delivery, "http: " + what};
     // A timeout before any byte of the request went out (no connection came up): every
     // other request would fail the same way. A timeout waiting for the answer is this
     // request's own trouble.
@@ -217,7 +210,7 @@ HttpAnswer HttpSink::answer_of(HttpRequest& r, CURLcode code) const {
     char* location = nullptr;
     curl_easy_getinfo(r.easy, CURLINFO_REDIRECT_URL, &location);
     error += ", a redirect to " +
-             (location != nullptr ? excerpt(clean(location)) : std::string("(no Location)")) +
+             (location != nullptr ? excerpt(location) : std::string("(no Location)")) +
              (settings_.follow_redirects ? ", not followed"
                                          : ", not followed (follow_redirects is false)");
   }

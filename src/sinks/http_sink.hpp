@@ -88,8 +88,6 @@ class HttpSink final : public Sink {
   bool prepare(const Message& message, HttpRequest& request, std::string& error) const;
   // http_request.cpp: what a finished request means.
   HttpAnswer answer_of(HttpRequest& request, CURLcode code) const;
-  // `text` without the URL's userinfo.
-  std::string clean(std::string text) const;
 
   Batch* batch(std::uint64_t seq);
   // Where each key's first message of `b` waits: behind an earlier batch, or ready.

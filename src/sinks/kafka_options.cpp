@@ -122,9 +122,10 @@ const OptionSpec kKafkaOptions[] = {
     {"sasl.kerberos.service.name", kText, "Kerberos principal name the brokers run as"},
     {"sasl.kerberos.principal", kText, "this client's Kerberos principal"},
     {"sasl.oauthbearer.method", kText, "default or oidc"},
-    {"sasl.oauthbearer.config", kSecret, "configuration of the default (unsecured JWT) method"},
+    {"sasl.oauthbearer.config", kSecret,
+     "configuration of the unsecured JWT handler, which is refused: unused"},
     {"enable.sasl.oauthbearer.unsecure.jwt", kBoolean,
-     "the unsecured JWT handler (development only)"},
+     "must stay false: the unsecured JWT handler is refused"},
     {"sasl.oauthbearer.client.id", kText, "OIDC client id"},
     {"sasl.oauthbearer.client.secret", kSecret, "OIDC client secret"},
     {"sasl.oauthbearer.scope", kText, "OIDC scope"},
@@ -138,6 +139,7 @@ namespace {
 constexpr std::string_view kTopicTemplateOption = "topic.template";
 constexpr std::string_view kTimestampOption = "timestamp";
 constexpr std::string_view kTokenUrlOption = "sasl.oauthbearer.token.endpoint.url";
+constexpr std::string_view kUnsecureJwtOption = "enable.sasl.oauthbearer.unsecure.jwt";
 
 std::string conf_value(rd_kafka_conf_t* conf, const char* name) {
   char buf[512];
@@ -210,6 +212,15 @@ KafkaSettings kafka_settings(const Options& options) {
       }
       shown_options.emplace_back(name, value);
       continue;
+    }
+    if (name == kUnsecureJwtOption && value != "false") {
+      // A development feature, and librdkafka 2.0.2 crashes the server (SIGSEGV in its main
+      // thread) when its sasl.oauthbearer.config is not valid.
+      throw ConfigError(
+          "kafka sink: enable.sasl.oauthbearer.unsecure.jwt is refused: the unsecured JWT "
+          "handler is a development feature (unsigned tokens), and librdkafka 2.0 crashes the "
+          "server when sasl.oauthbearer.config is not valid. Use sasl.oauthbearer.method=oidc "
+          "(a librdkafka built with libcurl), SCRAM or TLS client certificates");
     }
     if (name == kTokenUrlOption && !starts_with(value, "https://") &&
         !starts_with(value, "http://")) {

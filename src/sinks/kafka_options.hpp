@@ -12,7 +12,9 @@
 // statistics.interval.ms without a callback). sasl.kerberos.min.time.before.relogin is forced
 // to 0, so librdkafka never runs kinit through the shell (its default command substitutes
 // sasl.kerberos.principal and the keytab into a shell line); sasl.kerberos.keytab only feeds
-// that command, so it is refused too.
+// that command, so it is refused too. enable.sasl.oauthbearer.unsecure.jwt is declared but
+// only false is accepted: the unsecured JWT handler is for development, and librdkafka 2.0.2
+// crashes the process on a malformed sasl.oauthbearer.config.
 #pragma once
 
 #include <librdkafka/rdkafka.h>

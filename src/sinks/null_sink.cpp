@@ -1,10 +1,12 @@
 #include "sinks/null_sink.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <iterator>
@@ -22,6 +24,8 @@ namespace outbox::sinks {
 const OptionSpec kNullOptions[] = {
     {"fail_every", OptionKind::kInteger,
      "N >= 1: reject every Nth message (counted across batches), to exercise dead letters"},
+    {"unavailable_every", OptionKind::kInteger,
+     "N >= 1: every Nth message is unavailable (a transient failure), to exercise key holds"},
     {"throw_every", OptionKind::kInteger, "N >= 1: every Nth send() throws, as a buggy sink would"},
     {"delay_ms", OptionKind::kInteger,
      "0 to 1000: each send() takes this long, as a sink waiting for its broker would"},
@@ -41,6 +45,7 @@ constexpr const char* kDeferredError = "not sent: an earlier event of its key fa
 
 struct NullSettings {
   std::uint64_t fail_every = 0;
+  std::uint64_t unavailable_every = 0;
   std::uint64_t throw_every = 0;
   std::uint64_t delay_ms = 0;
   std::optional<std::string> reject_aggregateid;
@@ -83,6 +88,9 @@ class NullSink final : public Sink {
   std::string describe() const override {
     std::string out = "null";
     if (settings_.fail_every != 0) out += " fail_every=" + std::to_string(settings_.fail_every);
+    if (settings_.unavailable_every != 0) {
+      out += " unavailable_every=" + std::to_string(settings_.unavailable_every);
+    }
     if (settings_.throw_every != 0) out += " throw_every=" + std::to_string(settings_.throw_every);
     if (settings_.delay_ms != 0) out += " delay_ms=" + std::to_string(settings_.delay_ms);
     if (settings_.reject_aggregateid) {
@@ -96,10 +104,28 @@ class NullSink final : public Sink {
  private:
   static int open_record_file(const std::string& path) {
     // O_NONBLOCK: a FIFO without a reader fails here instead of blocking the relay.
-    const int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NONBLOCK);
+    const int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
     if (fd < 0) {
       throw ConfigError("null sink: record_file \"" + path +
                         "\" cannot be opened: " + std::strerror(errno));
+    }
+    // The file opened, not its name: what is written to is what was checked.
+    struct stat st {};
+    if (fstat(fd, &st) != 0) {
+      const int error = errno;
+      close(fd);
+      throw ConfigError("null sink: record_file \"" + path +
+                        "\" cannot be examined: " + std::strerror(error));
+    }
+    if (S_ISREG(st.st_mode) && (st.st_mode & 007) == 0) {
+      close(fd);
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      throw ConfigError("null sink: record_file \"" + path +
+                        "\" gives other users no permission (mode " + mode +
+                        "), as a secret file or a private key must: the null sink appends only "
+                        "to a file that other users may read (chmod o+r, e.g. 644), so that "
+                        "configure_sink cannot make it write into a secret or a key");
     }
     return fd;
   }
@@ -161,6 +187,11 @@ class NullSink final : public Sink {
       return Outcome{Delivery::kRejected, "rejected by the null sink (fail_every=" +
                                               std::to_string(settings_.fail_every) + ")"};
     }
+    // A transient failure: the relay holds the key back and sends it again, no attempt counted.
+    if (settings_.unavailable_every != 0 && offered_ % settings_.unavailable_every == 0) {
+      return Outcome{Delivery::kUnavailable, "unavailable: the null sink's unavailable_every=" +
+                                                 std::to_string(settings_.unavailable_every)};
+    }
     return Outcome{Delivery::kAcked, {}};
   }
 
@@ -196,8 +227,8 @@ class NullSink final : public Sink {
 
   const NullSettings settings_;
   int record_fd_ = -1;
-  std::uint64_t offered_ = 0;  // messages offered, deferred ones not counted (fail_every)
-  std::uint64_t calls_ = 0;    // send() and start() calls (throw_every)
+  std::uint64_t offered_ = 0;             // messages offered, deferred ones not counted (*_every)
+  std::uint64_t calls_ = 0;               // send() and start() calls (throw_every)
   std::optional<std::string> reject_id_;  // the id of reject_aggregateid's first message
   std::uint64_t rejections_ = 0;
   // The failed keys of each started, unfinished batch, oldest first.
@@ -232,6 +263,8 @@ std::unique_ptr<Sink> create_null_sink(const Options& options) {
   for (const auto& [name, value] : options) {
     if (name == "fail_every") {
       settings.fail_every = parse_every(name, value);
+    } else if (name == "unavailable_every") {
+      settings.unavailable_every = parse_every(name, value);
     } else if (name == "throw_every") {
       settings.throw_every = parse_every(name, value);
     } else if (name == "delay_ms") {

@@ -6,6 +6,10 @@
 //                       2Nth, ..., counted across batches; deferred messages do not count) is
 //                       rejected (Delivery::kRejected) instead of acknowledged; for testing
 //                       attempt counting and dead-letter handling.
+//   unavailable_every   N >= 1: every Nth message offered (counted as for fail_every, the
+//                       same count) is Delivery::kUnavailable instead, a transient failure;
+//                       for testing the relay's per-key holds without a network. When both
+//                       hit the same message, fail_every's rejection wins.
 //   throw_every         N >= 1: every Nth send() or start() throws std::runtime_error instead,
 //                       as a buggy sink would; for testing that the relay survives it.
 //   delay_ms            0 to 1000: each send() or start() takes this long.
@@ -21,10 +25,13 @@
 //                       they are. If that write fails or is short, the messages that were to
 //                       be acknowledged are kUnavailable instead (a short write may leave
 //                       their lines in the file: a consumer then sees them twice later, as
-//                       after a lost acknowledgement).
+//                       after a lost acknowledgement). A regular file that gives other users
+//                       no permission (mode & 007 == 0) is refused: secret files and private
+//                       keys must be such files, and a role that may only call configure_sink
+//                       must not be able to append to them.
 // Any other option is a ConfigError (the declaration below, as configure_sink checks it).
 //
-// Per-key order (sink.hpp): once a message is rejected (or unavailable), every later message
+// Per-key order (sink.hpp): once a message is rejected or unavailable, every later message
 // of its key (aggregatetype, aggregateid) in the batch is kDeferred, and so is every message
 // of that key in batches started while that batch is unfinished. start() decides a whole
 // batch at once (finish() has nothing to wait for); send() decides its own batch only.

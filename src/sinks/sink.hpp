@@ -80,8 +80,9 @@ enum class OptionKind : std::int32_t {
   kInteger = OUTBOX_OPTION_INTEGER,  // a whole number, optionally negative
   kBoolean = OUTBOX_OPTION_BOOLEAN,  // true or false
   // A file inside outbox.sink_files_directory, given relative to it (or absolute, inside it);
-  // it must resolve (symbolic links followed) to a regular file there. The sink receives the
-  // absolute resolved path.
+  // it must resolve (symbolic links followed) to a regular file there, not writable by every
+  // user, through directories that only the server's user or root may write. The sink
+  // receives the absolute resolved path.
   kFile = OUTBOX_OPTION_FILE,
   // Never given inline: the user gives <name>_file, a file inside that directory that is not
   // readable or writable by others (mode & 007 == 0), at most 64 KiB. The sink receives

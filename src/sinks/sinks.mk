@@ -11,7 +11,7 @@
 #                      bench/relay (not shipped, so not part of `make`)
 
 # Sources, for the format targets (headers are covered by src/*/*.hpp there).
-SINK_SRCS = src/sinks/option_rules.cpp src/sinks/routing.cpp src/sinks/cloudevents.cpp \
+SINK_SRCS = src/sinks/option_rules.cpp src/sinks/option_files.cpp src/sinks/routing.cpp src/sinks/cloudevents.cpp \
 	src/sinks/plugin_export.cpp src/sinks/null_sink.cpp \
 	src/sinks/null_plugin.cpp src/sinks/kafka_options.cpp src/sinks/kafka_sink.cpp \
 	src/sinks/kafka_classify.cpp src/sinks/kafka_plugin.cpp src/sinks/http_options.cpp \
@@ -39,29 +39,30 @@ sinks: $(SINK_LIBS) $(SINK_HOST)
 test-tools: $(KAFKA_MOCK)
 
 outbox_sink_null$(DLSUFFIX): src/sinks/null_sink.cpp src/sinks/null_plugin.cpp \
-		src/sinks/option_rules.cpp src/sinks/plugin_export.cpp $(SINK_HDRS)
+		src/sinks/option_rules.cpp src/sinks/option_files.cpp src/sinks/plugin_export.cpp $(SINK_HDRS)
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^)
 
 outbox_sink_kafka$(DLSUFFIX): src/sinks/kafka_sink.cpp src/sinks/kafka_classify.cpp \
-		src/sinks/kafka_plugin.cpp src/sinks/kafka_options.cpp src/sinks/option_rules.cpp \
+		src/sinks/kafka_plugin.cpp src/sinks/kafka_options.cpp src/sinks/option_rules.cpp src/sinks/option_files.cpp \
 		src/sinks/routing.cpp src/sinks/cloudevents.cpp src/sinks/plugin_export.cpp $(SINK_HDRS)
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^) -lrdkafka
 
 outbox_sink_http$(DLSUFFIX): src/sinks/http_sink.cpp src/sinks/http_request.cpp \
 		src/sinks/http_options.cpp src/sinks/webhook_signature.cpp src/sinks/http_plugin.cpp \
-		src/sinks/option_rules.cpp src/sinks/cloudevents.cpp src/sinks/plugin_export.cpp $(SINK_HDRS)
+		src/sinks/option_rules.cpp src/sinks/option_files.cpp src/sinks/cloudevents.cpp \
+		src/sinks/plugin_export.cpp $(SINK_HDRS)
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^) -lcurl -lcrypto
 
 # NATS JetStream, through cnats (Debian libnats-dev at build time, libnats3.x at run time).
 outbox_sink_nats$(DLSUFFIX): src/sinks/nats_sink.cpp src/sinks/nats_events.cpp \
 		src/sinks/nats_finish.cpp src/sinks/nats_lookup.cpp src/sinks/nats_subject.cpp \
 		src/sinks/nats_options.cpp src/sinks/nats_plugin.cpp src/sinks/cloudevents.cpp \
-		src/sinks/option_rules.cpp src/sinks/plugin_export.cpp $(SINK_HDRS)
+		src/sinks/option_rules.cpp src/sinks/option_files.cpp src/sinks/plugin_export.cpp $(SINK_HDRS)
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^) -lnats -pthread
 
 # The sink host: a plain program (no PostgreSQL), the relay's child when it isolates its sink.
 $(SINK_HOST): src/sinks/sink_host_main.cpp src/sinks/channel.cpp src/sinks/wire.cpp \
-		src/sinks/plugin_host.cpp src/sinks/option_rules.cpp $(SINK_HDRS)
+		src/sinks/plugin_host.cpp src/sinks/option_rules.cpp src/sinks/option_files.cpp $(SINK_HDRS)
 	$(CXX) $(SINK_CXXFLAGS) -o $@ $(filter %.cpp,$^) -ldl -pthread
 
 $(KAFKA_MOCK): $(TOOL_SRCS)

@@ -22,7 +22,7 @@ mkdir $files, 0750 or die "mkdir $files: $!";
 my $record_file = "$files/deliveries.tsv";
 open my $fh, '>', $record_file or die "$record_file: $!";
 close $fh;
-chmod 0600, $record_file;
+chmod 0644, $record_file;    # the null sink refuses a private file (it could be a secret)
 $node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'outbox'
 outbox.database = 'postgres'

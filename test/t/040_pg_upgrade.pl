@@ -95,7 +95,7 @@ sub upgrade {
 	for my $name ('old.tsv', 'new.tsv') {
 		open my $fh, '>', "$files/$name" or die "$files/$name: $!";
 		close $fh;
-		chmod 0600, "$files/$name";
+		chmod 0644, "$files/$name";    # the null sink refuses a private file
 	}
 	# The procedure copies them into the new cluster's postgresql.conf.
 	$old->append_conf('postgresql.conf', qq{

@@ -90,6 +90,43 @@ TEST(NullSinkOrder, DeferredMessagesHoldBackLaterBatches) {
   EXPECT_EQ(summary(o1) + " " + summary(o2) + " " + summary(o3) + " " + summary(o4), "R D DA A");
 }
 
+// An unavailable message (unavailable_every) holds its key back like a rejection: the later
+// messages of its key in the batch, and in batches started while it is unfinished, are
+// deferred, and are not counted.
+TEST(NullSinkOrder, UnavailableHoldsItsKeyAcrossStartedBatches) {
+  constexpr const char* kUnavailable = "unavailable: the null sink's unavailable_every=2";
+  auto sink = create_null_sink({{"unavailable_every", "2"}});
+  const Batch b1{"A", "K", "K", "B"};  // offered: A 1st, K 2nd (U), B 3rd
+  const Batch b2{"K", "C", "A", "K"};  // offered: C 4th (U), A 5th
+  std::vector<Outcome> o1, o2;
+  sink->start(b1.messages(), o1, 1s);
+  sink->start(b2.messages(), o2, 1s);
+  EXPECT_EQ(summary(o1), "AUDA");
+  EXPECT_EQ(summary(o2), "DUAD");
+  const std::vector<std::string> e1 = {"", kUnavailable, kDeferred, ""};
+  const std::vector<std::string> e2 = {kDeferred, kUnavailable, "", kDeferred};
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(o1[i].error, e1[i]) << i;
+    EXPECT_EQ(o2[i].error, e2[i]) << i;
+  }
+  sink->finish();  // b1
+
+  // b2 is unfinished: its deferred K and unavailable C hold their keys back.
+  const Batch b3{"K", "C", "D"};  // offered: D 6th (U)
+  std::vector<Outcome> o3;
+  sink->start(b3.messages(), o3, 1s);
+  EXPECT_EQ(summary(o3), "DDU");
+  sink->finish();  // b2
+  sink->finish();  // b3
+
+  // All finished: nothing held; 7th A, 8th U.
+  const Batch b4{"K", "C"};
+  std::vector<Outcome> o4;
+  sink->start(b4.messages(), o4, 1s);
+  EXPECT_EQ(summary(o4), "AU");
+  sink->finish();
+}
+
 // send() is a batch of its own: started batches do not defer its messages.
 TEST(NullSinkOrder, SendIsItsOwnBatch) {
   auto sink = create_null_sink({{"reject_aggregateid", "K"}});

@@ -1,8 +1,10 @@
 // The null sink's record_file: the log of what it acknowledged, as an independent consumer
 // would see it. Only acked messages, in batch order, a batch's lines in one write.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -33,6 +35,7 @@ class TempFile {
     close(fd);
     path_ = name;
     std::ofstream(path_) << content;
+    chmod(path_.c_str(), 0644);  // mkstemp's 0600 is refused (NullSinkRecord.PrivateFileIsRefused)
   }
   ~TempFile() { unlink(path_.c_str()); }
   TempFile(const TempFile&) = delete;
@@ -136,6 +139,39 @@ TEST(NullSinkRecord, FailedWriteMakesAcksUnavailable) {
   // A batch with nothing acked writes nothing, so nothing fails.
   auto rejecting = create_null_sink({{"record_file", "/dev/full"}, {"fail_every", "1"}});
   EXPECT_EQ(summary(send(*rejecting, Batch{"A", "A", "B"})), "RDR");
+}
+
+// A file that gives other users no permission may be a secret or a private key (those must
+// be such files): the sink does not append to it, so that a role allowed to call
+// configure_sink cannot corrupt one. Any permission for others makes it acceptable.
+TEST(NullSinkRecord, PrivateFileIsRefused) {
+  TempFile file("secret\n");
+  for (mode_t mode : {0600, 0640, 0660, 0200}) {
+    ASSERT_EQ(chmod(file.path().c_str(), mode), 0);
+    try {
+      create_null_sink({{"record_file", file.path()}});
+      ADD_FAILURE() << std::oct << mode << ": accepted";
+    } catch (const ConfigError& e) {
+      char shown[8];
+      std::snprintf(shown, sizeof shown, "%04o", static_cast<unsigned>(mode));
+      const std::string what = e.what();
+      EXPECT_EQ(what, "null sink: record_file \"" + file.path() +
+                          "\" gives other users no permission (mode " + shown +
+                          "), as a secret file or a private key must: the null sink appends "
+                          "only to a file that other users may read (chmod o+r, e.g. 644), so "
+                          "that configure_sink cannot make it write into a secret or a key");
+    }
+  }
+  EXPECT_EQ(file.content(), "secret\n");
+  for (mode_t mode : {0644, 0604, 0602, 0666}) {
+    ASSERT_EQ(chmod(file.path().c_str(), mode), 0);
+    EXPECT_NO_THROW(create_null_sink({{"record_file", file.path()}})) << std::oct << mode;
+  }
+  // A symbolic link is not followed (configure_sink hands over the resolved path).
+  const std::string link = file.path() + ".link";
+  ASSERT_EQ(symlink(file.path().c_str(), link.c_str()), 0);
+  EXPECT_THROW(create_null_sink({{"record_file", link}}), ConfigError);
+  unlink(link.c_str());
 }
 
 TEST(NullSinkRecord, FileThatCannotBeOpenedIsAConfigError) {

@@ -1,4 +1,5 @@
-// The null sink: acknowledgements, fail_every, throw_every, delay_ms, and its options.
+// The null sink: acknowledgements, fail_every, unavailable_every, throw_every, delay_ms, and
+// its options.
 // Per-key order: null_sink_order_test.cpp; record_file: null_sink_record_test.cpp.
 #include "sinks/null_sink.hpp"
 
@@ -68,12 +69,48 @@ TEST(NullSink, FailEverySkipsDeferredMessages) {
   EXPECT_EQ(summary(send(*every, same_key(3))), "RDD");
 }
 
+// Every Nth message offered is a transient failure, with the exact error; deferred messages
+// are not counted, and the later messages of its key in the batch are deferred.
+TEST(NullSink, UnavailableEveryCountsOfferedMessages) {
+  auto sink = create_null_sink({{"unavailable_every", "3"}});
+  EXPECT_EQ(sink->describe(), "null unavailable_every=3");
+  auto outcomes = send(*sink, Batch{"1", "2", "3", "4"});  // messages 1..4: the 3rd
+  EXPECT_EQ(summary(outcomes), "AAUA");
+  EXPECT_EQ(outcomes[2].error, "unavailable: the null sink's unavailable_every=3");
+  EXPECT_EQ(outcomes[3].error, "");
+  // 5th A, 6th U, then its key's later messages deferred (not counted), 7th A, 8th A, 9th U.
+  outcomes = send(*sink, Batch{"1", "2", "2", "2", "3", "4", "5"});
+  EXPECT_EQ(summary(outcomes), "AUDDAAU");
+  EXPECT_EQ(outcomes[1].error, "unavailable: the null sink's unavailable_every=3");
+  EXPECT_EQ(outcomes[2].error, "not sent: an earlier event of its key failed");
+  EXPECT_EQ(outcomes[3].error, "not sent: an earlier event of its key failed");
+  EXPECT_EQ(outcomes[6].error, "unavailable: the null sink's unavailable_every=3");
+
+  auto every = create_null_sink({{"unavailable_every", "1"}});
+  EXPECT_EQ(summary(send(*every, Batch{"1", "1", "2"})), "UDU");
+  for (const char* bad : {"0", "-1", "", "x"}) {
+    EXPECT_THROW(create_null_sink({{"unavailable_every", bad}}), ConfigError) << bad;
+  }
+}
+
+// With fail_every, one count: a message that both would hit is rejected.
+TEST(NullSink, UnavailableEveryWithFailEvery) {
+  auto sink = create_null_sink({{"fail_every", "3"}, {"unavailable_every", "2"}});
+  EXPECT_EQ(sink->describe(), "null fail_every=3 unavailable_every=2");
+  const auto outcomes = send(*sink, Batch{"1", "2", "3", "4", "5", "6", "7"});
+  EXPECT_EQ(summary(outcomes), "AURUARA");
+  EXPECT_EQ(outcomes[2].error, "rejected by the null sink (fail_every=3)");
+  EXPECT_EQ(outcomes[5].error, "rejected by the null sink (fail_every=3)");
+  EXPECT_EQ(outcomes[3].error, "unavailable: the null sink's unavailable_every=2");
+}
+
 TEST(NullSink, DeclaresItsOptions) {
-  ASSERT_EQ(kNullOptionCount, 6u);
+  ASSERT_EQ(kNullOptionCount, 7u);
   const std::pair<const char*, OptionKind> want[] = {
-      {"fail_every", OptionKind::kInteger},   {"throw_every", OptionKind::kInteger},
-      {"delay_ms", OptionKind::kInteger},     {"reject_aggregateid", OptionKind::kText},
-      {"reject_times", OptionKind::kInteger}, {"record_file", OptionKind::kFile}};
+      {"fail_every", OptionKind::kInteger},      {"unavailable_every", OptionKind::kInteger},
+      {"throw_every", OptionKind::kInteger},     {"delay_ms", OptionKind::kInteger},
+      {"reject_aggregateid", OptionKind::kText}, {"reject_times", OptionKind::kInteger},
+      {"record_file", OptionKind::kFile}};
   for (std::size_t i = 0; i < kNullOptionCount; ++i) {
     EXPECT_STREQ(kNullOptions[i].name, want[i].first);
     EXPECT_EQ(kNullOptions[i].kind, want[i].second) << want[i].first;

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -149,9 +150,100 @@ TEST_F(OptionRules, NoDirectoryRefusesFilesAndSecrets) {
       std::string::npos);
   // Anyone could plant files in a world-writable directory.
   ASSERT_EQ(chmod(dir_.c_str(), 0777), 0);
-  EXPECT_NE(refusal({{"ca.location", "kafka/ca.pem"}}).find("writable by every user"),
-            std::string::npos);
+  EXPECT_EQ(refusal({{"ca.location", "kafka/ca.pem"}}),
+            "outbox.sink_files_directory \"" + dir_ +
+                "\" is writable by every user of the machine (mode 0777)");
   ASSERT_EQ(chmod(dir_.c_str(), 0750), 0);
+}
+
+// Every directory from outbox.sink_files_directory down to the file, symbolic links resolved,
+// must be one that no other user can change: not writable by its group or by everyone. The
+// message names the directory.
+TEST_F(OptionRules, EveryDirectoryOnThePathIsChecked) {
+  ASSERT_EQ(mkdir((dir_ + "/kafka/sub").c_str(), 0750), 0);
+  write(dir_ + "/kafka/sub/ca.pem", "CA", 0644);
+  write(dir_ + "/kafka/sub/relay.password", kSecretValue, 0600);
+  write(dir_ + "/kafka/sub/client.key", "KEY", 0600);
+  EXPECT_EQ(refusal({{"ca.location", "kafka/sub/ca.pem"}}), "");
+  const std::string kafka = dir_ + "/kafka";
+  for (const auto& [directory, mode, problem] :
+       {std::tuple{kafka, 0777, "writable by every user of the machine (mode 0777)"},
+        std::tuple{kafka, 01777, "writable by every user of the machine (mode 1777)"},
+        std::tuple{kafka, 0770, "writable by its group (mode 0770)"},
+        std::tuple{kafka + "/sub", 0752, "writable by every user of the machine (mode 0752)"},
+        std::tuple{kafka + "/sub", 0730, "writable by its group (mode 0730)"}}) {
+    ASSERT_EQ(chmod(directory.c_str(), static_cast<mode_t>(mode)), 0);
+    const std::string about_dir =
+        "the directory \"" + directory + "\" inside outbox.sink_files_directory is " + problem;
+    EXPECT_EQ(refusal({{"ca.location", "kafka/sub/ca.pem"}}),
+              "sink \"kafka\": option \"ca.location\": " + about_dir);
+    EXPECT_NE(last_hint_.find("chmod go-w"), std::string::npos) << last_hint_;
+    EXPECT_EQ(refusal({{"ca.location", dir_ + "/kafka/sub/ca.pem"}}),
+              "sink \"kafka\": option \"ca.location\": " + about_dir);
+    EXPECT_EQ(refusal({{"password_file", "kafka/sub/relay.password"}}),
+              "sink \"kafka\": option \"password_file\": " + about_dir);
+    EXPECT_EQ(refusal({{"key.location", "kafka/sub/client.key"}}),
+              "sink \"kafka\": option \"key.location\": " + about_dir);
+    ASSERT_EQ(chmod(directory.c_str(), 0750), 0);
+  }
+  // Group-readable and searchable is fine.
+  ASSERT_EQ(chmod(kafka.c_str(), 0755), 0);
+  EXPECT_EQ(refusal({{"ca.location", "kafka/sub/ca.pem"}}), "");
+  // The top directory follows the same rule.
+  ASSERT_EQ(chmod(dir_.c_str(), 0770), 0);
+  EXPECT_EQ(refusal({{"ca.location", "kafka/ca.pem"}}),
+            "outbox.sink_files_directory \"" + dir_ + "\" is writable by its group (mode 0770)");
+  ASSERT_EQ(chmod(dir_.c_str(), 0750), 0);
+
+  // Through a symbolic link: the directory it leads to is checked, and so is the one holding
+  // the link.
+  ASSERT_EQ(mkdir((dir_ + "/open").c_str(), 0777), 0);
+  ASSERT_EQ(chmod((dir_ + "/open").c_str(), 0777), 0);
+  ASSERT_EQ(symlink("../open", (dir_ + "/kafka/shared").c_str()), 0);
+  write(dir_ + "/open/ca.pem", "CA", 0644);
+  EXPECT_EQ(refusal({{"ca.location", "kafka/shared/ca.pem"}}),
+            "sink \"kafka\": option \"ca.location\": the directory \"" + dir_ +
+                "/open\" inside outbox.sink_files_directory is writable by every user of the "
+                "machine (mode 0777)");
+  ASSERT_EQ(symlink("../kafka/sub/ca.pem", (dir_ + "/open/link.pem").c_str()), 0);
+  EXPECT_NE(refusal({{"ca.location", "open/link.pem"}}).find("\"" + dir_ + "/open\""),
+            std::string::npos);
+  ASSERT_EQ(chmod((dir_ + "/open").c_str(), 0750), 0);
+  EXPECT_EQ(resolved({{"ca.location", "kafka/shared/ca.pem"}})[0].second, dir_ + "/open/ca.pem");
+  EXPECT_EQ(resolved({{"ca.location", "open/link.pem"}})[0].second, dir_ + "/kafka/sub/ca.pem");
+
+  // Out of the directory and back in: refused, whatever the directory outside is like.
+  ASSERT_EQ(symlink(base_.c_str(), (dir_ + "/up").c_str()), 0);
+  EXPECT_EQ(refusal({{"ca.location", "up/files/kafka/ca.pem"}}),
+            "sink \"kafka\": option \"ca.location\" names a file through a directory outside "
+            "outbox.sink_files_directory (a symbolic link) (\"up/files/kafka/ca.pem\")");
+}
+
+// A directory owned by another user (not the server's, not root): that user could swap files.
+TEST_F(OptionRules, DirectoryOwnedByAnotherUserIsRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give a directory away";
+  ASSERT_EQ(chown((dir_ + "/kafka").c_str(), 12345, 0), 0);
+  EXPECT_EQ(refusal({{"ca.location", "kafka/ca.pem"}}),
+            "sink \"kafka\": option \"ca.location\": the directory \"" + dir_ +
+                "/kafka\" inside outbox.sink_files_directory is owned by a user (uid 12345) "
+                "other than the server's operating system user or root (mode 0750)");
+  ASSERT_EQ(chown((dir_ + "/kafka").c_str(), 0, 0), 0);
+  EXPECT_EQ(refusal({{"ca.location", "kafka/ca.pem"}}), "");
+  ASSERT_EQ(chown(dir_.c_str(), 12345, 0), 0);
+  EXPECT_NE(refusal({{"ca.location", "kafka/ca.pem"}}).find("is owned by a user (uid 12345)"),
+            std::string::npos);
+  ASSERT_EQ(chown(dir_.c_str(), 0, 0), 0);
+}
+
+// A plain file option: the file itself must not be writable by every user.
+TEST_F(OptionRules, FileWritableByEveryoneIsRefused) {
+  write(dir_ + "/kafka/open.pem", "CA", 0666);
+  EXPECT_EQ(refusal({{"ca.location", "kafka/open.pem"}}),
+            "sink \"kafka\": option \"ca.location\": the file is writable by every user of "
+            "the machine (mode 0666) (\"kafka/open.pem\")");
+  EXPECT_NE(last_hint_.find("chmod o-w"), std::string::npos);
+  write(dir_ + "/kafka/group.pem", "CA", 0664);
+  EXPECT_EQ(refusal({{"ca.location", "kafka/group.pem"}}), "");
 }
 
 TEST_F(OptionRules, FilesResolveInsideTheDirectory) {

@@ -66,10 +66,10 @@ TEST(SinkPlugin, Null) {
     EXPECT_EQ(outcomes[0].delivery, Delivery::kAcked);
   }
   EXPECT_THROW(lib.get()->create({{"fail_every", "0"}}), ConfigError);
-  ASSERT_EQ(lib.get()->options().count, 6u);
+  ASSERT_EQ(lib.get()->options().count, 7u);
   EXPECT_STREQ(lib.get()->options().specs[0].name, "fail_every");
   EXPECT_EQ(lib.get()->options().specs[0].kind, OptionKind::kInteger);
-  EXPECT_STREQ(lib.get()->options().specs[2].name, "delay_ms");
+  EXPECT_STREQ(lib.get()->options().specs[3].name, "delay_ms");
 }
 
 // Rejections and deferrals keep their kind and error through both adapters; a pipelined pair of
