@@ -1,8 +1,18 @@
 // How a librdkafka error counts for one message (KafkaSink::classify): whether retrying the
-// message later can help.
+// message later can help; and how it reads (KafkaSink::error_text).
+#include <string>
+
 #include "sinks/kafka_sink.hpp"
 
 namespace outbox::sinks {
+
+std::string KafkaSink::error_text(rd_kafka_resp_err_t err, const char* detail) {
+  std::string out = detail != nullptr && *detail != '\0' ? detail : rd_kafka_err2str(err);
+  out += " (";
+  out += rd_kafka_err2name(err);
+  out += ")";
+  return out;
+}
 
 Delivery KafkaSink::classify(rd_kafka_resp_err_t err) {
   switch (err) {

@@ -1,6 +1,8 @@
 #include "sinks/kafka_options.hpp"
 
+#include <exception>
 #include <iterator>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -23,6 +25,9 @@ const OptionSpec kKafkaOptions[] = {
     {"topic.template", kText,
      "topic per event: ${aggregatetype} (alias ${routedByValue}), ${type}"},
     {"timestamp", kText, "created_at (the event's time) or now (the time of sending)"},
+    {"straggler.timeout.ms", kInteger,
+     "once some of a batch are acknowledged, report the rest unavailable after this long "
+     "without a report (ms; 0: wait for the batch's timeout)"},
     cloudevents::kEnabledOption,
     cloudevents::kSourceOption,
     // Brokers and connections.
@@ -138,6 +143,7 @@ namespace {
 
 constexpr std::string_view kTopicTemplateOption = "topic.template";
 constexpr std::string_view kTimestampOption = "timestamp";
+constexpr std::string_view kStragglerOption = "straggler.timeout.ms";
 constexpr std::string_view kTokenUrlOption = "sasl.oauthbearer.token.endpoint.url";
 constexpr std::string_view kUnsecureJwtOption = "enable.sasl.oauthbearer.unsecure.jwt";
 
@@ -222,6 +228,20 @@ KafkaSettings kafka_settings(const Options& options) {
           "server when sasl.oauthbearer.config is not valid. Use sasl.oauthbearer.method=oidc "
           "(a librdkafka built with libcurl), SCRAM or TLS client certificates");
     }
+    if (name == kStragglerOption) {
+      long long ms = -1;
+      try {
+        ms = std::stoll(value);
+      } catch (const std::exception&) {
+      }
+      if (ms < 0 || ms > 3600000) {
+        throw ConfigError("kafka sink: straggler.timeout.ms must be 0 to 3600000, not \"" + value +
+                          "\"");
+      }
+      out.straggler_timeout = std::chrono::milliseconds(ms);
+      shown_options.emplace_back(name, value);
+      continue;
+    }
     if (name == kTokenUrlOption && !starts_with(value, "https://") &&
         !starts_with(value, "http://")) {
       // librdkafka's HTTP client allows no other protocol either; this says so plainly.
@@ -258,6 +278,7 @@ KafkaSettings kafka_settings(const Options& options) {
   const std::string bootstrap = conf_value(conf, "bootstrap.servers");
   if (bootstrap.empty()) throw ConfigError("kafka sink: bootstrap.servers is required");
   out.max_message_bytes = std::stoul(conf_value(conf, "message.max.bytes"));
+  out.partitioner = conf_value(conf, "partitioner");
 
   out.description = "kafka bootstrap.servers=" + shown(bootstrap);
   out.description += " topic.template=" + shown(out.topic_template.text());

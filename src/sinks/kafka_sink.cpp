@@ -24,14 +24,6 @@ int poll_ms(Clock::time_point deadline) {
   return static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(left.count(), 0, 100));
 }
 
-std::string error_text(rd_kafka_resp_err_t err, const char* detail = nullptr) {
-  std::string out = detail != nullptr && *detail != '\0' ? detail : rd_kafka_err2str(err);
-  out += " (";
-  out += rd_kafka_err2name(err);
-  out += ")";
-  return out;
-}
-
 }  // namespace
 
 KafkaSink::KafkaSink(const Options& options) {
@@ -43,6 +35,12 @@ KafkaSink::KafkaSink(const Options& options) {
   description_ = std::move(settings.description);
   max_message_bytes_ = settings.max_message_bytes;
   secrets_ = std::move(settings.secrets);
+  straggler_timeout_ = settings.straggler_timeout;
+  try {
+    partitioner_ = std::make_unique<KafkaPartitioner>(settings.partitioner);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(std::string("kafka sink: ") + e.what());
+  }
 
   rd_kafka_conf_set_opaque(conf.get(), this);
   rd_kafka_conf_set_dr_msg_cb(conf.get(), &KafkaSink::on_delivery);
@@ -84,151 +82,7 @@ KafkaSink::~KafkaSink() {
   rd_kafka_destroy(rk_);
 }
 
-void KafkaSink::on_delivery(rd_kafka_t*, const rd_kafka_message_t* message, void* opaque) {
-  static_cast<KafkaSink*>(opaque)->delivered(message);
-}
-
-void KafkaSink::on_error(rd_kafka_t*, int err, const char* reason, void* opaque) {
-  static_cast<KafkaSink*>(opaque)->errored(err, reason);
-}
-
-void KafkaSink::on_log(const rd_kafka_t* rk, int level, const char* facility, const char* text) {
-  static_cast<KafkaSink*>(rd_kafka_opaque(rk))->logged(level, facility, text);
-}
-
-void KafkaSink::logged(int level, const char* facility, const char* text) noexcept {
-  try {
-    std::lock_guard<std::mutex> lock(log_mu_);
-    if (log_.size() >= kMaxLogLines) {
-      ++log_dropped_;
-      return;
-    }
-    // librdkafka redacts only some secrets (debug=conf shows sasl.oauthbearer.client.secret).
-    log_.push_back(
-        LogLine{level, redacted(std::string("librdkafka ") + facility + ": " + text, secrets_)});
-  } catch (...) {
-    // Out of memory: the line is lost.
-  }
-}
-
-std::vector<LogLine> KafkaSink::take_log() {
-  std::lock_guard<std::mutex> lock(log_mu_);
-  std::vector<LogLine> out;
-  out.swap(log_);
-  if (log_dropped_ > 0) {
-    out.push_back(
-        LogLine{4, "librdkafka: " + std::to_string(log_dropped_) + " more log lines were dropped"});
-    log_dropped_ = 0;
-  }
-  return out;
-}
-
-void KafkaSink::delivered(const rd_kafka_message_t* message) noexcept {
-  try {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto seq = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(message->_private));
-    for (Batch& batch : batches_) {
-      if (seq < batch.first_seq || seq - batch.first_seq >= batch.waiting.size()) continue;
-      const std::size_t i = seq - batch.first_seq;
-      if (!batch.waiting[i]) return;
-      if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        settle(batch, i, Outcome{Delivery::kAcked, {}});
-        last_error_.clear();  // the cluster answers again: an older error is no explanation
-        return;
-      }
-      std::string error;
-      if (message->err != RD_KAFKA_RESP_ERR__PURGE_QUEUE) {
-        error = error_text(message->err);
-      } else if (check_fatal()) {  // librdkafka purges its queues on a fatal error
-        error = fatal_error_;
-      } else {  // finish() purged when an earlier batch timed out or was abandoned
-        error = error_text(message->err, purge_reason_.c_str());
-      }
-      settle(batch, i, Outcome{classify(message->err), std::move(error)});
-      if (message->err == RD_KAFKA_RESP_ERR__FATAL) check_fatal();
-      return;
-    }
-  } catch (...) {
-    // Out of memory while writing an error text: the message stays pending until its batch
-    // times out.
-  }
-}
-
-void KafkaSink::errored(int err, const char* reason) noexcept {
-  try {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (err == RD_KAFKA_RESP_ERR__FATAL) {
-      check_fatal();
-      return;
-    }
-    last_error_ = redacted(error_text(static_cast<rd_kafka_resp_err_t>(err), reason), secrets_);
-  } catch (...) {
-  }
-}
-
-bool KafkaSink::check_fatal() noexcept {
-  if (fatal_) return true;
-  char errstr[512];
-  rd_kafka_resp_err_t err = rd_kafka_fatal_error(rk_, errstr, sizeof errstr);
-  if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return false;
-  try {
-    fatal_error_ = redacted(
-        "fatal producer error, the sink must be recreated: " + error_text(err, errstr), secrets_);
-  } catch (...) {
-  }
-  fatal_ = true;
-  return true;
-}
-
-bool KafkaSink::usable() const {
-  if (fatal_) return false;
-  char errstr[8];
-  return rd_kafka_fatal_error(rk_, errstr, sizeof errstr) == RD_KAFKA_RESP_ERR_NO_ERROR;
-}
-
 std::string KafkaSink::describe() const { return description_; }
-
-void KafkaSink::settle(Batch& batch, std::size_t i, Outcome outcome) {
-  if (!batch.waiting[i]) return;
-  batch.waiting[i] = 0;
-  --batch.pending;
-  (*batch.outcomes)[i] = std::move(outcome);
-}
-
-void KafkaSink::reject(Batch& batch, std::size_t i, const Message& message, std::string error) {
-  batch.rejected_keys.add(message, error);
-  settle(batch, i, Outcome{Delivery::kRejected, std::move(error)});
-}
-
-void KafkaSink::pass_rejected_keys_on(const Batch& batch) {
-  if (batch.rejected_keys.empty()) return;
-  bool later = false;  // batches after `batch` were started while it is unfinished
-  for (Batch& other : batches_) {
-    if (later) other.earlier_keys.add_all(batch.rejected_keys);
-    later = later || &other == &batch;
-  }
-}
-
-void KafkaSink::fail_pending(Batch& batch, const std::string& error) {
-  for (std::size_t i = 0; i < batch.waiting.size() && batch.pending > 0; ++i) {
-    if (batch.waiting[i]) settle(batch, i, Outcome{Delivery::kUnavailable, error});
-  }
-}
-
-void KafkaSink::fail_all_on_fatal(std::unique_lock<std::mutex>& lock) {
-  // Reports that are still to come may be acks; those already in are kept.
-  lock.unlock();
-  rd_kafka_poll(rk_, 0);
-  lock.lock();
-  for (Batch& batch : batches_) fail_pending(batch, fatal_error_);
-}
-
-bool KafkaSink::any_pending() const {
-  for (const Batch& batch : batches_) {
-    if (batch.pending > 0) return true;
-  }
-  return false;
-}
 
 void KafkaSink::run() noexcept {
   std::unique_lock<std::mutex> lock(mu_);
@@ -249,6 +103,7 @@ void KafkaSink::run() noexcept {
       }
       if (stopping_) break;
       job.batch->queued = true;
+      job.batch->progress_at = Clock::now();
       changed_.notify_all();
       continue;
     }
@@ -270,24 +125,6 @@ void KafkaSink::run() noexcept {
   }
 }
 
-rd_kafka_topic_t* KafkaSink::topic_handle(const std::string& name) {
-  auto it = topics_.find(name);
-  if (it != topics_.end()) return it->second;
-  // Why a handle rather than rd_kafka_producev(RD_KAFKA_V_TOPIC(name)): a topic that first
-  // appears by name in producev gets no metadata request of its own (librdkafka 2.0,
-  // https://github.com/confluentinc/librdkafka/issues/3202). Unless the producer knew the
-  // topic before its first broker connection (whose metadata request covers the known
-  // topics), its messages wait for librdkafka's topic scan, which runs once a second: the
-  // first batch after every sink creation, and the first one of each new topic, waited up to
-  // 1 s. rd_kafka_topic_new() asks for the topic's metadata at once (asynchronously; it is
-  // the request the scan would send later), against a real cluster as against the mock.
-  it = topics_.emplace(name, nullptr).first;  // may throw: nothing to leak yet
-  it->second = rd_kafka_topic_new(rk_, name.c_str(), nullptr);
-  rd_kafka_topic_t* rkt = it->second;
-  if (rkt == nullptr) topics_.erase(it);
-  return rkt;
-}
-
 void KafkaSink::send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
                      std::chrono::milliseconds timeout) {
   {
@@ -306,7 +143,10 @@ void KafkaSink::start(const std::vector<Message>& messages, std::vector<Outcome>
 
   std::unique_lock<std::mutex> lock(mu_);
   // Nothing started: no message that a new one could overtake.
-  if (batches_.empty()) held_back_.clear();
+  if (batches_.empty()) {
+    held_back_.clear();
+    partitioner_->clear_held();
+  }
 
   Batch& batch = batches_.emplace_back();
   try {
@@ -316,6 +156,7 @@ void KafkaSink::start(const std::vector<Message>& messages, std::vector<Outcome>
       if (earlier.queued) batch.earlier_keys.add_all(earlier.rejected_keys);
     }
     batch.first_seq = next_seq_;
+    batch.messages = &messages;
     batch.outcomes = &outcomes;
     batch.waiting.assign(messages.size(), 1);
     batch.pending = messages.size();
@@ -348,15 +189,14 @@ void KafkaSink::queue(std::unique_lock<std::mutex>& lock, Batch& batch,
       return;
     }
     const Message& m = messages[i];
-    // An earlier message of its key was rejected before it was queued: this one must not be
-    // delivered ahead of it (nor may later ones of the key, here or in later batches).
+    // An earlier message of its key was not delivered: this one must not be delivered ahead of
+    // it (nor may later ones of the key, here or in later batches).
     const std::string* rejected = batch.rejected_keys.find(m);
     if (rejected == nullptr) rejected = batch.earlier_keys.find(m);
     if (rejected != nullptr) {
       const std::string why = *rejected;
       settle(batch, i,
-             Outcome{Delivery::kDeferred,
-                     "not sent: an earlier event of its key was rejected: " + why});
+             Outcome{Delivery::kDeferred, "not sent: an earlier event of its key " + why});
       batch.rejected_keys.add(m, why);
       continue;
     }
@@ -408,6 +248,13 @@ void KafkaSink::queue(std::unique_lock<std::mutex>& lock, Batch& batch,
       return;
     }
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR) continue;
+    if (err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION) {
+      // Its partition has no leader: this message alone fails, the others go on.
+      if (auto refusal = partitioner_->take(batch.first_seq + i)) {
+        refused(batch, i, *refusal, topic.c_str());
+        continue;
+      }
+    }
 
     const Delivery delivery = classify(err);
     if (delivery == Delivery::kRejected) {
@@ -445,6 +292,7 @@ void KafkaSink::finish() {
   // happens: it stops queuing at the deadline, or at once after a fatal error.
   bool fatal = false;
   bool abandoned = false;
+  bool stragglers = false;
   auto observe_at = Clock::now();  // the observer first hears of the wait before it starts
   while (!(batch.queued && batch.pending == 0)) {
     if (!fatal && check_fatal()) {
@@ -474,10 +322,34 @@ void KafkaSink::finish() {
     if (batch.queued) {
       if (now >= batch.deadline) break;
       until = std::min(until, batch.deadline);
+      if (!abandoned && batch.acked > 0 && straggler_timeout_.count() > 0) {
+        const auto straggling_at = batch.progress_at + straggler_timeout_;
+        if (now >= straggling_at) {
+          stragglers = true;
+          break;
+        }
+        until = std::min(until, straggling_at);
+      }
     }
     changed_.wait_until(lock, until);
   }
   if (batch.pending == 0) return;
+  if (stragglers) {
+    // Others of the batch were acknowledged: these wait for their partition (most likely one
+    // without a leader). They stay queued, not purged: ahead of any retry in their partition,
+    // so the order of a key holds; the relay holds their keys and retries them (a duplicate if
+    // the queued one gets through too). Their late reports find no batch.
+    std::string error = "not acknowledged within " + std::to_string(straggler_timeout_.count()) +
+                        " ms while the rest of the batch was (straggler.timeout.ms): still "
+                        "queued for a partition that may have no leader";
+    if (!last_error_.empty()) error += " (last client error: " + last_error_ + ")";
+    for (std::size_t i = 0; i < batch.waiting.size(); ++i) {
+      if (!batch.waiting[i]) continue;
+      settle(batch, i, Outcome{Delivery::kUnavailable, error});
+      hold_key(batch, (*batch.messages)[i], "was not acknowledged: " + error);
+    }
+    return;
+  }
 
   std::string error = abandoned ? std::string("not acknowledged: the relay stopped waiting")
                                 : "timed out waiting for delivery report after " +

@@ -46,7 +46,14 @@
 //                 way) cannot hold back the later messages of its key queued behind it: they
 //                 may be acked. librdkafka's idempotent producer keeps order across retries of
 //                 retriable errors only.
-//   kUnavailable  anything else: brokers down, transport errors, timeouts, queue full, not
+//   kUnavailable  a partition without a leader (kafka_partitioner.hpp): "partition N of topic
+//                 T has no leader", at once, and later messages of its key kDeferred as above,
+//                 while the other messages go on. Messages queued before the producer knew wait;
+//                 once others of the batch are acked and the rest had no report for
+//                 straggler.timeout.ms (default 2000, 0: off), the rest are kUnavailable and
+//                 their keys held back the same way, but they stay queued (not purged), ahead of
+//                 any retry in their partition: the retry may be a duplicate.
+//                 Otherwise: brokers down, transport errors, timeouts, queue full, not
 //                 enough replicas, a fatal producer error, or no delivery report before the
 //                 batch's deadline ("timed out waiting for delivery report after N ms
 //                 (last client error: ...)"), or when the WaitObserver ends the wait ("not
@@ -101,6 +108,7 @@
 #include <vector>
 
 #include "sinks/failed_keys.hpp"
+#include "sinks/kafka_partitioner.hpp"
 #include "sinks/routing.hpp"
 #include "sinks/sink.hpp"
 
@@ -128,8 +136,9 @@ class KafkaSink final : public Sink {
   // Log lines kept between two take_log() calls; more are counted, not kept.
   static constexpr std::size_t kMaxLogLines = 100;
 
-  // How a librdkafka error code counts for one message.
+  // How a librdkafka error code counts for one message, and how it reads.
   static Delivery classify(rd_kafka_resp_err_t err);
+  static std::string error_text(rd_kafka_resp_err_t err, const char* detail = nullptr);
 
   // For tests only (e.g. rd_kafka_test_fatal_error): the producer handle.
   rd_kafka_t* handle_for_testing() const { return rk_; }
@@ -141,14 +150,18 @@ class KafkaSink final : public Sink {
   // delivery report's opaque.
   struct Batch {
     std::uint64_t first_seq = 0;
+    const std::vector<Message>* messages = nullptr;
     std::vector<Outcome>* outcomes = nullptr;
     std::vector<char> waiting;  // 1 while message i has no outcome yet
     std::size_t pending = 0;    // how many are waiting
+    std::size_t acked = 0;
+    Clock::time_point progress_at;  // when it was queued, or a message last got its outcome
     Clock::time_point deadline;
     std::chrono::milliseconds timeout{0};
     bool queued = false;  // the sink's thread is done with its messages
-    // Keys of its messages settled kRejected or kDeferred before they were queued: later
-    // messages of these keys are not queued but kDeferred, with the first one's error.
+    // Keys of its messages not delivered (rejected or deferred before they were queued, refused
+    // for a partition without a leader, stragglers): later messages of these keys are not
+    // queued but kDeferred, with the first one's error.
     FailedKeys rejected_keys;
     // The same, of the batches that were unfinished when this one was started.
     FailedKeys earlier_keys;
@@ -178,6 +191,12 @@ class KafkaSink final : public Sink {
   static void settle(Batch& batch, std::size_t i, Outcome outcome);
   // Settles message i kRejected before it is queued; its key holds back later messages.
   static void reject(Batch& batch, std::size_t i, const Message& message, std::string error);
+  // Settles message i, refused by the partitioner (no leader), and holds its key back.
+  void refused(Batch& batch, std::size_t i, const KafkaPartitioner::Refusal& refusal,
+               const char* topic);
+  // Later messages of the key of `message` (in `batch` and the batches started after it) are
+  // kDeferred: "not sent: an earlier event of its key " + reason.
+  void hold_key(Batch& batch, const Message& message, const std::string& reason);
   // Once `batch` is queued: its rejected keys hold back the batches started after it.
   void pass_rejected_keys_on(const Batch& batch);
   static void fail_pending(Batch& batch, const std::string& error);
@@ -189,6 +208,9 @@ class KafkaSink final : public Sink {
   rd_kafka_topic_t* topic_handle(const std::string& name);
 
   rd_kafka_t* rk_ = nullptr;
+  std::unique_ptr<KafkaPartitioner> partitioner_;  // set before rk_ makes any topic
+  // straggler.timeout.ms: how long the rest of a batch that has acks may go without a report.
+  std::chrono::milliseconds straggler_timeout_{0};
   // Guards everything below, except fatal_ (atomic) and rk_ (librdkafka is thread-safe).
   std::mutex mu_;
   std::condition_variable changed_;  // a job, reports served, a batch queued, or stopping

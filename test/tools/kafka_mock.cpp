@@ -18,6 +18,9 @@
 //   clear_errors <api>                   forget the errors still queued for <api>
 //   rtt <broker_id> <ms>                 delay every answer of the broker (-1: all)
 //   create_topic <name> <partitions>     replication factor min(3, BROKERS)
+//   leader <topic> <partition> <broker_id>
+//                                        make the broker the partition's leader (-1: none,
+//                                        so producers wait for a leader or fail fast)
 //   quit                                 stop (so does end of input)
 // Topics are created automatically on first use with 4 partitions (the mock's default).
 // Broker ids are 1..BROKERS. Lines starting with '#' and empty lines are ignored, unanswered.
@@ -260,8 +263,18 @@ std::string run(rd_kafka_mock_cluster_t* mcluster, int brokers, const std::strin
     return result(rd_kafka_mock_topic_create(
         mcluster, args[1].c_str(), static_cast<int>(partitions), brokers < 3 ? brokers : 3));
   }
+  if (cmd == "leader") {
+    long partition;
+    if (args.size() != 4 || !parse_int(args[2], 0, 9999, partition) ||
+        !parse_int(args[3], -1, brokers, id) || id == 0) {
+      return "error usage: leader <topic> <partition> <broker_id 1.." + std::to_string(brokers) +
+             " or -1>";
+    }
+    return result(rd_kafka_mock_partition_set_leader(
+        mcluster, args[1].c_str(), static_cast<int32_t>(partition), static_cast<int32_t>(id)));
+  }
   return "error unknown command \"" + cmd +
-         "\" (down, up, errors, clear_errors, rtt, create_topic, quit)";
+         "\" (down, up, errors, clear_errors, rtt, create_topic, leader, quit)";
 }
 
 }  // namespace
