@@ -6,7 +6,7 @@
 #  - the postmaster is not restarted (pg_postmaster_start_time() unchanged, no "terminated
 #    by signal" in its log) and another backend's open transaction is still alive;
 #  - outbox.status says what happened to the sink process, and no attempt is used;
-#  - no child is left behind as a zombie;
+#  - the dead sink processes are reaped (no zombie is left behind);
 # and once the option is removed, every event is published (the ids, as a set).
 use strict;
 use warnings;
@@ -60,7 +60,8 @@ for my $case (
 	is($other->query_safe('SELECT count(*) FROM alive'), '1', "$what: another backend's transaction lives");
 	is(q1('SELECT count(*) FROM outbox.events WHERE attempts > 0 OR dead_at IS NOT NULL'), '0',
 		"$what: no attempt used");
-	is(zombies(), 0, "$what: no zombie child");
+	# The sink crashes again at each retry: at most the one that just died is not reaped yet.
+	cmp_ok(zombies(), '<=', 1, "$what: the dead sink processes are reaped");
 }
 ok(!$node->log_contains(qr/terminated by signal|server process .* was terminated/, $log_offset),
 	'the postmaster never saw a process die by signal');
@@ -69,6 +70,7 @@ q1(q{SELECT outbox.configure_sink('crashtest', '{}')});
 OutboxNode::wait_published($node, 'true', 'without the option, delivery resumes');
 is_deeply(OutboxNode::ids($node, 'SELECT id FROM outbox.events WHERE published_at IS NOT NULL'),
 	[ sort @ids ], 'every event is published, none lost');
+is(zombies(), 0, 'no zombie is left behind');
 $other->query_safe('COMMIT');
 $other->quit;
 
