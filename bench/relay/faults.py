@@ -91,6 +91,10 @@ def main():
         ("http 1 in 7 answered 503", "http", signed, {"rules": [{"every": 7, "status": 503}]}),
         ("http 1 in 50 timing out (timeout.ms 1000)", "http", dict(signed, **{"timeout.ms": "1000"}),
          {"rules": [{"every": 50, "delay_ms": 1500}]}),
+        # Little's law: 8 requests in flight, 1 in 50 holding its slot 1 s, is ~400/s at most.
+        ("http 1 in 50 timing out, max_concurrency 64", "http",
+         dict(signed, **{"timeout.ms": "1000", "max_concurrency": "64"}),
+         {"rules": [{"every": 50, "delay_ms": 1500}]}),
     ]
     if args.nginx_url:
         variants.append(("http to nginx (204, unsigned)", "http", {"url": args.nginx_url}, None))
@@ -123,6 +127,7 @@ def main():
     out("   | --- | ---: | ---: | --- |")
     targets = {"http 1 in 7 answered 503": ("http healthy", 0.6),
                "http 1 in 50 timing out (timeout.ms 1000)": ("http healthy", 0.5),
+               "http 1 in 50 timing out, max_concurrency 64": ("http healthy", 0.5),
                "http to nginx (204, unsigned)": ("null", 0.25)}
     verdicts = []
     for label, rate in rates.items():

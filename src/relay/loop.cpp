@@ -110,18 +110,18 @@ Relay::Pause Relay::step() {
     counters.backoff_until = 0;
     report_.publish(WorkerState::kIdle);
     if (result.full) return {Pause::kForEvents, 0};
-    // A commit woke this pass, but the check that finds late events in the gaps was skipped
-    // (the last one was too recent): come back when it is due, not after poll_interval, or
-    // a late commit could wait that long.
-    const TimestampTz due = mark_.skipped_check_due();
-    if (due != 0) {
-      const TimestampTz now_after = guard([] { return GetCurrentTimestamp(); });
-      return {
-          Pause::kForEvents,
-          std::min<int>(settings.poll_interval_ms,
-                        static_cast<int>(std::max<TimestampTz>(0, due - now_after) / 1000) + 1)};
-    }
-    return {Pause::kForEvents, settings.poll_interval_ms};
+    // Come back before poll_interval when something is due sooner: a retry (a held key's
+    // event, after a rejection or a transient failure), or the check that finds late events
+    // in the gaps when a commit woke this pass but the last check was too recent (a late
+    // commit could otherwise wait that long).
+    // (A relay that owns no shard fetched nothing: it has no retry of its own to wait for.)
+    TimestampTz due = ownership_.owned() != 0 ? queue_.retry_check_at() : DT_NOEND;
+    const TimestampTz late_due = mark_.skipped_check_due();
+    if (late_due != 0) due = std::min(due, late_due);
+    const TimestampTz now_after = guard([] { return GetCurrentTimestamp(); });
+    return {Pause::kForEvents,
+            std::min<int>(settings.poll_interval_ms,
+                          static_cast<int>(std::max<TimestampTz>(0, due - now_after) / 1000) + 1)};
   } catch (const PgError& e) {
     abort_transaction();
     guard([&] {

@@ -403,6 +403,9 @@ class Queue {
   // later retry, backing off with its key's failures in a row; no attempt is counted.
   void mark_transient(const Row& row, const std::string& error);
   void set_ordered(bool ordered) { ordered_ = ordered; }
+  // When the next look for due retries is (a held key's retry time, at the latest a
+  // poll_interval after the last look): the loop wakes for it.
+  TimestampTz retry_check_at() const { return retry_check_at_; }
 
  private:
   void append_rows(SPIPlanPtr plan, int nparams, const Datum* values, const Oid* types,
