@@ -165,6 +165,49 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.events WHERE attem
 	'0', 'outage: no attempt was burned');
 check_topic('outage');
 
+# 3b. One partition without a leader: its keys are held, each on its own, while
+#     the keys of the other partitions keep flowing; once the leader is back, the held keys
+#     are delivered, in order, and no attempt is used.
+my %partition_of_key = map { ($_->[1] => $_->[0]) } @{ consume('outbox.event.order') };
+my ($stuck_key) = sort grep { $partition_of_key{$_} == 0 } keys %partition_of_key;
+ok(defined $stuck_key, "a key on partition 0: $stuck_key");
+mock('leader outbox.event.order 0 -1');
+# In one transaction: the batches hold keys of every partition.
+for my $row (split /\n/, $node->safe_psql('postgres', q{
+	SELECT outbox.enqueue('order', k, 'OrderCreated', jsonb_build_object('n', n, 'tag', 'leaderless'),
+	                      '{"tenant": "t1"}') || ' ' || k || ' ' || n
+	  FROM (SELECT 'k' || (i % 7) AS k, i AS n FROM generate_series(1, 70) i ORDER BY i) s}))
+{
+	my ($id, $key, $i) = split / /, $row;
+	my $n = ++$per_key{$key};
+	$enqueued{$id} = [ $key, $n ];
+}
+# (The payload's n is the row number here; check_topic reads ids, partitions and headers.)
+my @flowing = grep { $partition_of_key{$_} != 0 } map { "k$_" } 0 .. 6;
+my $flowing_list = join(',', map { "'$_'" } @flowing);
+ok( $node->poll_query_until('postgres', qq{
+	  SELECT count(*) = 0 FROM outbox.events
+	   WHERE payload->>'tag' = 'leaderless' AND aggregateid IN ($flowing_list) AND published_at IS NULL}),
+	'leaderless: the keys of the other partitions are all published');
+ok( $node->poll_query_until('postgres', q{
+	  SELECT held_keys > 0 AND oldest_held_error LIKE '%no leader%' FROM outbox.status}),
+	'leaderless: the keys of the partition are held, with the reason')
+  or diag($node->safe_psql('postgres', 'SELECT held_keys, oldest_held_error, last_error FROM outbox.status'));
+is($node->safe_psql('postgres', qq{SELECT count(*) FROM outbox.events
+	  WHERE payload->>'tag' = 'leaderless' AND aggregateid = '$stuck_key' AND published_at IS NOT NULL}),
+	'0', "leaderless: nothing of $stuck_key is published while its partition has no leader");
+mock('leader outbox.event.order 0 1');
+wait_all_published('leaderless: all published once the partition has a leader');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.events WHERE attempts > 0}),
+	'0', 'leaderless: no attempt was burned');
+check_topic('leaderless');
+my @stuck_n = map { $_->[3] =~ /"n": (\d+)/ ? $1 : () }
+  grep { $_->[1] eq $stuck_key && $_->[3] =~ /leaderless/ } @{ consume('outbox.event.order') };
+my %first;
+my @first_n = grep { !$first{$_}++ } @stuck_n;
+is(scalar(@first_n), 10, "leaderless: each of ${stuck_key}'s 10 events arrived");
+is_deeply(\@first_n, [ sort { $a <=> $b } @first_n ], "leaderless: ${stuck_key}'s events arrived in order");
+
 # 4. A message the broker refuses (larger than message.max.bytes): it is dead-lettered after
 #    max_attempts, and its neighbours, same key included, keep flowing.
 $node->safe_psql('postgres',

@@ -247,7 +247,7 @@ like($node->safe_psql('postgres', qq{SELECT last_error FROM outbox.events WHERE 
 delete $enqueued{$moved};
 control();
 
-# 6b. A flaky receiver (issue #23): 1 request in 7 answered 503, 500 events over 11 keys.
+# 6b. A flaky receiver: 1 request in 7 answered 503, 500 events over 11 keys.
 #    Every event delivered, signed, per key in order, no attempt used; the failed events hold
 #    only their keys (outbox.status shows them).
 control({ every => 7, status => 503 });
