@@ -119,9 +119,9 @@ Relay::Pause Relay::step() {
     const TimestampTz late_due = mark_.skipped_check_due();
     if (late_due != 0) due = std::min(due, late_due);
     const TimestampTz now_after = guard([] { return GetCurrentTimestamp(); });
+    const int64 wait_ms = std::max<int64>(0, due - now_after) / 1000 + 1;  // DT_NOEND: huge
     return {Pause::kForEvents,
-            std::min<int>(settings.poll_interval_ms,
-                          static_cast<int>(std::max<TimestampTz>(0, due - now_after) / 1000) + 1)};
+            static_cast<int>(std::min<int64>(settings.poll_interval_ms, wait_ms))};
   } catch (const PgError& e) {
     abort_transaction();
     guard([&] {
