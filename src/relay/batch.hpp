@@ -1,0 +1,94 @@
+// The relay's batches: the rows a fetch copies out of outbox.events, what the sink is handed,
+// and what a pass's batches came to (relay.hpp lists the relay's parts).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pg/postgres.hpp"
+#include "sinks/sink.hpp"
+
+namespace outbox::pg::relay {
+
+struct Text {
+  const char* data;
+  int len;
+  std::string_view view() const { return {data, static_cast<size_t>(len)}; }
+};
+
+// One fetched row. Its texts are copies in the batch's memory, valid until the batch has
+// been marked. Trivially destructible.
+struct Row {
+  Oid rel;
+  ItemPointerData tid;
+  Text id, aggregatetype, aggregateid, type, payload;
+  int nheaders;
+  Text* header_keys;
+  Text* header_values;
+  int attempts;
+  TimestampTz created_at;
+  int64 seq;
+};
+
+struct Fetched {
+  Row* rows;
+  int count;
+  bool full;  // stopped by batch_size or batch_max_bytes: more work is likely waiting
+  // The WAL position up to which the commits of the rows' transactions must be flushed
+  // before they are sent (InvalidXLogRecPtr: they are durable).
+  XLogRecPtr commits_upto;
+};
+
+// One batch of the pipeline. Two of them live as long as the relay, so the sink's view of
+// `outcomes` outlives any one transaction.
+struct Batch {
+  MemoryContext memory;  // rows, headers, detoasted values: reset once the batch is marked
+  Fetched fetched{};
+  std::vector<sinks::Message> messages;
+  std::vector<sinks::Outcome> outcomes;
+  bool in_flight = false;     // started, not finished
+  bool config_error = false;  // failed with a sinks::ConfigError
+};
+
+struct BatchResult {
+  int batches = 0;
+  int fetched = 0;
+  bool full = false;
+  int acked = 0;
+  int rejected = 0;
+  int dead = 0;
+  // Unavailable in a batch that delivered nothing: the sink as a whole is in trouble.
+  int unavailable = 0;
+  // Unavailable in a batch that delivered others: put on the retry path, its key held.
+  int transient = 0;
+  int deferred = 0;  // not sent: an earlier event of its key failed (sinks::Delivery::kDeferred)
+  // A deferred event stayed where it was (no rejected event of its key to wait behind).
+  bool unresolved = false;
+  // A batch was fetched but not sent: the wait for the synchronous standbys was given up.
+  bool abandoned = false;
+  // The first of each kind: later ones are mostly consequences (a batch purged because the
+  // one before timed out).
+  std::string first_rejection;
+  std::string first_unavailable;
+  std::string first_transient;
+  bool config_error = false;  // the first unavailable one failed with a sinks::ConfigError
+};
+
+// rows.cpp: the executor's destination for a fetch. It copies each row into the batch's
+// memory and stops the scan as soon as the batch is full, so that no row past
+// outbox.batch_max_bytes is locked.
+struct RowReceiver {
+  DestReceiver dest;  // first: the executor holds a DestReceiver*
+  Batch* batch;
+  StringInfo scratch;  // where a payload's text is written before its fitted copy
+  int limit;
+  int64 bytes;  // payload and header bytes so far
+  int64 max_bytes;
+  TransactionId last_xmin;  // the last row's, whose commit LSN is counted
+};
+// Ready to receive up to `limit` rows into `batch`, counting on from `bytes`.
+void init_row_receiver(RowReceiver& receiver, Batch& batch, StringInfo scratch, int limit,
+                       int64 bytes, int64 max_bytes);
+
+}  // namespace outbox::pg::relay
