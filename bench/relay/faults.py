@@ -95,6 +95,9 @@ def main():
         ("http 1 in 50 timing out, max_concurrency 64", "http",
          dict(signed, **{"timeout.ms": "1000", "max_concurrency": "64"}),
          {"rules": [{"every": 50, "delay_ms": 1500}]}),
+        ("http 1 in 50 timing out, max_concurrency 128", "http",
+         dict(signed, **{"timeout.ms": "1000", "max_concurrency": "128"}),
+         {"rules": [{"every": 50, "delay_ms": 1500}]}),
     ]
     if args.nginx_url:
         variants.append(("http to nginx (204, unsigned)", "http", {"url": args.nginx_url}, None))
@@ -128,6 +131,7 @@ def main():
     targets = {"http 1 in 7 answered 503": ("http healthy", 0.6),
                "http 1 in 50 timing out (timeout.ms 1000)": ("http healthy", 0.5),
                "http 1 in 50 timing out, max_concurrency 64": ("http healthy", 0.5),
+               "http 1 in 50 timing out, max_concurrency 128": ("http healthy", 0.5),
                "http to nginx (204, unsigned)": ("null", 0.25)}
     verdicts = []
     for label, rate in rates.items():

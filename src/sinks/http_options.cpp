@@ -20,6 +20,9 @@ const OptionSpec kHttpOptions[] = {
      "whsec_<base64> signing secrets, whitespace-separated (all sign during a rotation)"},
     {"timeout.ms", OptionKind::kInteger, "time limit of one request (ms). Default 10000."},
     {"max_concurrency", OptionKind::kInteger, "requests in flight at once. Default 8."},
+    {"straggler.timeout.ms", OptionKind::kInteger,
+     "once nothing else of a batch is waiting, stop waiting for a request after this long "
+     "(ms; 0: wait timeout.ms); it goes on, its key waits. Default 200."},
     {"tls.verify", OptionKind::kBoolean,
      "verify the receiver's certificate and host name. Default true."},
     {"tls.ca_file", OptionKind::kFile, "CA certificates (PEM) that verify the receiver"},
@@ -194,6 +197,8 @@ HttpSettings http_settings(const Options& given) {
       out.timeout_ms = integer(name, value, 1, kMaxTimeoutMs);
     } else if (name == "max_concurrency") {
       out.max_concurrency = integer(name, value, 1, kMaxConcurrency);
+    } else if (name == "straggler.timeout.ms") {
+      out.straggler_ms = integer(name, value, 0, kMaxTimeoutMs);
     } else if (name == "tls.verify") {
       out.tls_verify = value == "true";
     } else if (name == "tls.ca_file") {
@@ -207,6 +212,7 @@ HttpSettings http_settings(const Options& given) {
   out.description = "http url=" + out.url.shown();
   out.description += " timeout.ms=" + std::to_string(out.timeout_ms);
   out.description += " max_concurrency=" + std::to_string(out.max_concurrency);
+  out.description += " straggler.timeout.ms=" + std::to_string(out.straggler_ms);
   if (!out.tls_verify) out.description += " tls.verify=false";
   if (!out.ca_file.empty()) out.description += " tls.ca_file=" + out.ca_file;
   if (out.follow_redirects) out.description += " follow_redirects=true";

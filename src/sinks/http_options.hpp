@@ -51,6 +51,7 @@ struct HttpSettings {
   std::vector<std::string> keys;  // HMAC keys, decoded from the whsec_ secrets; empty: unsigned
   long timeout_ms = 10000;
   long max_concurrency = 8;
+  long straggler_ms = 200;  // 0: a batch waits for each request up to timeout_ms
   bool tls_verify = true;
   std::string ca_file;  // empty: the system's CAs
   bool follow_redirects = false;

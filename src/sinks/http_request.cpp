@@ -112,6 +112,9 @@ bool HttpSink::prepare(const Message& m, HttpRequest& r, std::string& error) con
     }
   }
   r.url = settings_.url.render(m);
+  r.id = m.id;
+  r.key = {std::string(m.aggregatetype), std::string(m.aggregateid)};
+  r.payload = m.payload;
   const std::string timestamp = std::to_string(std::time(nullptr));
 
   if (settings_.cloudevents.enabled) {
@@ -143,8 +146,8 @@ bool HttpSink::prepare(const Message& m, HttpRequest& r, std::string& error) con
   CURL* e = r.easy;
   curl_easy_setopt(e, CURLOPT_URL, r.url.c_str());
   curl_easy_setopt(e, CURLOPT_POST, 1L);
-  curl_easy_setopt(e, CURLOPT_POSTFIELDS, m.payload.empty() ? "" : m.payload.data());
-  curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(m.payload.size()));
+  curl_easy_setopt(e, CURLOPT_POSTFIELDS, r.payload.c_str());
+  curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r.payload.size()));
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, r.headers);
   curl_easy_setopt(e, CURLOPT_USERAGENT, "outbox-relay");
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);

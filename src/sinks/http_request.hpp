@@ -4,24 +4,31 @@
 
 #include <curl/curl.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <ctime>
 #include <new>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "sinks/sink.hpp"
 
 namespace outbox::sinks {
 
-// One request: its easy handle and what curl reads while it is in flight. The body is not
-// copied: it points into the message, which stays valid until its batch's finish() returns,
-// and the request is removed from the multi handle before that.
+// One request: its easy handle and what curl reads while it is in flight. It owns a copy of
+// what it sends, because a straggler outlives its batch's messages (http_sink.hpp).
 struct HttpRequest {
+  static constexpr std::uint64_t kStraggler = ~std::uint64_t{0};  // `batch` of a given-up one
+
   std::uint64_t batch = 0;  // the started batch it belongs to (its sequence number)
   std::size_t index = 0;    // its message in that batch
-  CURLM* multi = nullptr;   // set once the handle is added
+  std::chrono::steady_clock::time_point started;
+  std::string id;                           // the event's id
+  std::pair<std::string, std::string> key;  // (aggregatetype, aggregateid)
+  std::string payload;
+  CURLM* multi = nullptr;  // set once the handle is added
   CURL* easy = nullptr;
   curl_slist* headers = nullptr;
   std::string url;

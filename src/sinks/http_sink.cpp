@@ -7,7 +7,7 @@
 #include <string_view>
 #include <utility>
 
-#include "sinks/failed_keys.hpp"
+#include "sinks/http_batch.hpp"
 #include "sinks/signals_blocked.hpp"
 
 namespace outbox::sinks {
@@ -15,7 +15,6 @@ namespace outbox::sinks {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr std::size_t kNone = static_cast<std::size_t>(-1);
 
 // The error of the messages a failed one holds back; a deferred one passes its own on.
 std::string deferral_of(const Outcome& failed) {
@@ -24,24 +23,6 @@ std::string deferral_of(const Outcome& failed) {
 }
 
 }  // namespace
-
-struct HttpSink::Batch {
-  std::uint64_t seq = 0;
-  const std::vector<Message>* messages = nullptr;
-  std::vector<Outcome>* outcomes = nullptr;
-  Clock::time_point deadline;
-  std::chrono::milliseconds timeout{0};
-  std::vector<std::size_t> next;  // the next message of its key in the batch, or kNone
-  std::vector<char> settled;
-  std::size_t unsettled = 0;
-  std::deque<std::size_t> ready;  // may start: every earlier message of its key is acked
-  // Each key's last message here: where a later batch's first of the key waits.
-  std::map<std::pair<std::string_view, std::string_view>, std::size_t> last;
-  // Last message of a key -> (later batch, its first message of the key) waiting for it.
-  std::map<std::size_t, std::pair<std::uint64_t, std::size_t>> handoff;
-  FailedKeys failed;  // keys not delivered here, with what their later messages are told
-  std::string stop;   // set: no new request of this batch starts; the error of those
-};
 
 HttpSink::HttpSink(const Options& options) : settings_(http_settings(options)) {
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
@@ -90,7 +71,7 @@ void HttpSink::start(const std::vector<Message>& messages, std::vector<Outcome>&
   b.outcomes = &outcomes;
   b.timeout = timeout;
   b.deadline = Clock::now() + timeout;
-  b.next.assign(n, kNone);
+  b.next.assign(n, kNoNext);
   b.settled.assign(n, 0);
   b.unsettled = n;
   std::vector<std::size_t> heads;  // each key's first message
@@ -105,6 +86,7 @@ void HttpSink::start(const std::vector<Message>& messages, std::vector<Outcome>&
   }
   batches_.push_back(std::move(owned));
   try {
+    perform();  // a given-up request that ended meanwhile frees its key first
     if (std::time(nullptr) < wait_until_) {
       const std::string error =
           "http: the receiver asked to wait until " + http_utc_text(wait_until_) + " (Retry-After)";
@@ -164,6 +146,7 @@ void HttpSink::settle(Batch& b, std::size_t i, Outcome outcome) {
   b.settled[i] = 1;
   --b.unsettled;
   const bool acked = outcome.delivery == Delivery::kAcked;
+  if (acked) ++b.acked;
   const std::string text = acked ? std::string() : deferral_of(outcome);
   const Message& m = (*b.messages)[i];
   (*b.outcomes)[i] = std::move(outcome);
@@ -173,7 +156,7 @@ void HttpSink::settle(Batch& b, std::size_t i, Outcome outcome) {
   std::size_t j = i;
   while (true) {
     std::size_t k = at->next[j];
-    if (k == kNone) {
+    if (k == kNoNext) {
       auto h = at->handoff.find(j);
       if (h == at->handoff.end()) return;
       Batch* later = batch(h->second.first);
@@ -210,6 +193,7 @@ std::size_t HttpSink::pump() {
         settle(b, i, {Delivery::kDeferred, b.stop});
         continue;
       }
+      if (settled_without_request(b, i)) continue;
       auto request = std::make_unique<HttpRequest>();
       request->batch = b.seq;
       request->index = i;
@@ -225,6 +209,7 @@ std::size_t HttpSink::pump() {
         }
       }
       request->multi = multi_;
+      request->started = Clock::now();
       CURL* easy = request->easy;
       active_.emplace(easy, std::move(request));
       ++started;
@@ -259,16 +244,22 @@ void HttpSink::complete(CURL* easy, CURLcode code) {
   std::unique_ptr<HttpRequest> request = std::move(it->second);
   active_.erase(it);
   HttpAnswer answer = answer_of(*request, code);
-  const std::uint64_t seq = request->batch;
-  const std::size_t index = request->index;
-  request.reset();  // frees the connection for the next request
+  const auto took =
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - request->started);
+  typical_ += (took - typical_) / 16;
   wait_until_ = std::max(wait_until_, answer.wait_until);
   if (answer.outcome.delivery == Delivery::kAcked) {
     last_error_.clear();
   } else if (answer.outcome.delivery == Delivery::kUnavailable) {
     last_error_ = answer.outcome.error;
   }
-  if (Batch* b = batch(seq)) settle(*b, index, std::move(answer.outcome));
+  if (request->batch == HttpRequest::kStraggler) {
+    straggler_done(*request, answer);
+  } else if (Batch* b = batch(request->batch)) {
+    const std::size_t index = request->index;
+    request.reset();  // frees the connection for the next request
+    settle(*b, index, std::move(answer.outcome));
+  }
   if (!answer.stop.empty()) stop_all(answer.stop);
 }
 
@@ -316,7 +307,7 @@ void HttpSink::finish() {
       pump();
       if (b.unsettled == 0) break;
       perform();
-      if (b.unsettled == 0) break;
+      if (b.unsettled == 0 || (give_up_stragglers(b) && b.unsettled == 0)) break;
       // Also when nothing is in flight: a key's chain of quick answers must not outlast the
       // deadline either.
       std::string stopped;
@@ -336,7 +327,8 @@ void HttpSink::finish() {
       if (startable) continue;  // start the next ones at once
       const auto until_deadline =
           std::chrono::duration_cast<std::chrono::milliseconds>(b.deadline - Clock::now()).count();
-      const int wait_ms = static_cast<int>(std::clamp<long long>(until_deadline, 1, 100));
+      const int wait_ms =
+          static_cast<int>(std::clamp<long long>(until_deadline, 1, straggler_poll_ms()));
       curl_multi_poll(multi_, nullptr, 0, wait_ms, nullptr);
     }
   } catch (...) {

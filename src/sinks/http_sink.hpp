@@ -24,6 +24,14 @@
 //    receiver asked to retry after 30 s"). After a Retry-After, every batch started before
 //    that time is kUnavailable at once, nothing sent.
 //
+// Stragglers (http_stragglers.cpp): once some of the oldest batch are acknowledged, nothing
+// else of it can start, and each of its requests still in flight has waited
+// straggler.timeout.ms (and 4 times the typical answer time), finish() stops waiting for them: they
+// settle as kUnavailable, so only their keys wait, and the batch ends. A request given up so goes
+// on until timeout.ms; while it does, its key's messages are kDeferred, so the receiver never sees
+// a later event of the key before it. If it is answered 2xx, its event id is remembered
+// (late_acks.hpp), and the relay's retry of that event is kAcked without a second request.
+//
 // One curl multi handle lives as long as the sink: its connection cache keeps connections
 // alive across batches (at most max_concurrency, also per host).
 //
@@ -46,6 +54,7 @@
 
 #include "sinks/http_options.hpp"
 #include "sinks/http_request.hpp"
+#include "sinks/late_acks.hpp"
 #include "sinks/sink.hpp"
 
 namespace outbox::sinks {
@@ -100,6 +109,16 @@ class HttpSink final : public Sink {
   // how many finished. Throws when the multi handle fails.
   std::size_t perform();
   void complete(CURL* easy, CURLcode code);
+  // http_stragglers.cpp: gives up on the in-flight requests of `b` when they qualify (above);
+  // whether it did.
+  bool give_up_stragglers(Batch& b);
+  // http_stragglers.cpp: a given-up request finished with `answer`.
+  void straggler_done(const HttpRequest& request, const HttpAnswer& answer);
+  // http_stragglers.cpp: the outcome of a message without sending it (its key has a given-up
+  // request in flight, or it was acknowledged late); false: send it.
+  bool settled_without_request(Batch& b, std::size_t i);
+  // How long finish() may sleep before give_up_stragglers() must look again.
+  long straggler_poll_ms() const;
   // pump() and perform() while they make progress, a few rounds at most.
   void progress();
   // No new request starts in any started batch; those not started get `reason`.
@@ -118,6 +137,10 @@ class HttpSink final : public Sink {
   std::map<CURL*, std::unique_ptr<HttpRequest>> active_;
   std::uint64_t next_seq_ = 0;
   std::string last_error_;  // the latest unavailable answer, for the observer ("" after a 2xx)
+  // Keys with a given-up request in flight, with how many (one, by the per-key rule).
+  std::map<std::pair<std::string, std::string>, int> straggling_;
+  LateAcks late_acks_;
+  std::chrono::microseconds typical_{0};  // moving average of the answer time
 };
 
 std::unique_ptr<Sink> create_http_sink(const Options& options);

@@ -16,8 +16,8 @@ SINK_SRCS = src/sinks/option_rules.cpp src/sinks/option_files.cpp src/sinks/rout
 	src/sinks/null_plugin.cpp src/sinks/kafka_options.cpp src/sinks/kafka_sink.cpp \
 	src/sinks/kafka_classify.cpp src/sinks/kafka_partitioner.cpp src/sinks/kafka_reports.cpp \
 	src/sinks/kafka_batches.cpp src/sinks/kafka_plugin.cpp src/sinks/http_options.cpp \
-	src/sinks/http_sink.cpp src/sinks/http_request.cpp src/sinks/webhook_signature.cpp \
-	src/sinks/http_plugin.cpp src/sinks/nats_subject.cpp src/sinks/nats_options.cpp \
+	src/sinks/http_sink.cpp src/sinks/http_request.cpp src/sinks/http_stragglers.cpp \
+	src/sinks/webhook_signature.cpp src/sinks/http_plugin.cpp src/sinks/nats_subject.cpp src/sinks/nats_options.cpp \
 	src/sinks/nats_sink.cpp src/sinks/nats_events.cpp src/sinks/nats_finish.cpp \
 	src/sinks/nats_lookup.cpp src/sinks/nats_plugin.cpp src/sinks/sink_host_main.cpp
 TOOL_SRCS = test/tools/kafka_mock.cpp
@@ -51,7 +51,7 @@ outbox_sink_kafka$(DLSUFFIX): src/sinks/kafka_sink.cpp src/sinks/kafka_classify.
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^) -lrdkafka
 
 outbox_sink_http$(DLSUFFIX): src/sinks/http_sink.cpp src/sinks/http_request.cpp \
-		src/sinks/http_options.cpp src/sinks/webhook_signature.cpp src/sinks/http_plugin.cpp \
+		src/sinks/http_stragglers.cpp src/sinks/http_options.cpp src/sinks/webhook_signature.cpp src/sinks/http_plugin.cpp \
 		src/sinks/option_rules.cpp src/sinks/option_files.cpp src/sinks/cloudevents.cpp \
 		src/sinks/plugin_export.cpp $(SINK_HDRS)
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^) -lcurl -lcrypto

@@ -113,7 +113,7 @@ sub configure {
 my $url = "http://127.0.0.1:$port/hooks/" . '${aggregatetype}/${aggregateid}';
 my $description = configure($url);
 is($description,
-	"http url=$url timeout.ms=3000 max_concurrency=8 signed (1 secret)",
+	"http url=$url timeout.ms=3000 max_concurrency=8 straggler.timeout.ms=200 signed (1 secret)",
 	'configured: the description names no secret');
 
 # Bad options are refused by configure_sink, saying why, and never echo a secret.

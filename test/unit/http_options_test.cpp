@@ -89,12 +89,14 @@ TEST(HttpOptions, DescribeShowsNoSecret) {
                                         {"cloudevents", "true"}});
   EXPECT_EQ(s.description,
             "http url=https://hooks.example/${aggregatetype} timeout.ms=10000 max_concurrency=3 "
+            "straggler.timeout.ms=200 "
             "tls.verify=false signed (2 secrets) cloudevents source=/outbox");
   ASSERT_EQ(s.keys.size(), 2u);
   EXPECT_EQ(s.keys[0], "secret key");
   HttpSink sink(Options{{"url", "http://127.0.0.1:1/"}});
   EXPECT_EQ(sink.describe(),
-            "http url=http://127.0.0.1:1/ timeout.ms=10000 max_concurrency=8 unsigned");
+            "http url=http://127.0.0.1:1/ timeout.ms=10000 max_concurrency=8 "
+            "straggler.timeout.ms=200 unsigned");
 }
 
 TEST(HttpOptions, Classify) {

@@ -122,7 +122,8 @@ TEST(HttpSink, PerKeyOrderAndDeferral) {
     if (r.header("webhook-id") == "b-1") reply.delay = 500ms;
     return reply;
   });
-  HttpSink sink(Options{{"url", server.url("/${aggregatetype}/${aggregateid}")}});
+  HttpSink sink(Options{{"url", server.url("/${aggregatetype}/${aggregateid}")},
+                        {"straggler.timeout.ms", "0"}});  // waits for b-1
   Batch b;
   for (int n = 1; n <= 4; ++n) {
     b.add("a", n);

@@ -139,6 +139,7 @@ TEST(SinkPlugin, Http) {
   auto sink = lib.get()->create({{"url", "http://127.0.0.1:1/${aggregatetype}"}});
   EXPECT_EQ(sink->describe(),
             "http url=http://127.0.0.1:1/${aggregatetype} timeout.ms=10000 max_concurrency=8 "
+            "straggler.timeout.ms=200 "
             "unsigned");
 }
 
