@@ -141,9 +141,7 @@ bool HttpSink::prepare(const Message& m, HttpRequest& r, std::string& error) con
     }
   }
 
-  r.easy = curl_easy_init();
-  if (r.easy == nullptr) throw std::bad_alloc();
-  CURL* e = r.easy;
+  CURL* e = r.easy;  // fresh, or reset by recycle()
   curl_easy_setopt(e, CURLOPT_URL, r.url.c_str());
   curl_easy_setopt(e, CURLOPT_POST, 1L);
   curl_easy_setopt(e, CURLOPT_POSTFIELDS, r.payload.c_str());

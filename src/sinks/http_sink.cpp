@@ -3,6 +3,8 @@
 #include "sinks/http_sink.hpp"
 
 #include <algorithm>
+#include <new>
+#include <optional>
 #include <stdexcept>
 #include <string_view>
 #include <utility>
@@ -42,6 +44,7 @@ HttpSink::~HttpSink() {
   // Started batches are forgotten: their outcomes are not touched again.
   active_.clear();  // removes the handles while the multi handle lives
   batches_.clear();
+  for (CURL* easy : spare_) curl_easy_cleanup(easy);
   curl_multi_cleanup(multi_);
   curl_global_cleanup();
 }
@@ -182,6 +185,7 @@ void HttpSink::settle(Batch& b, std::size_t i, Outcome outcome) {
 std::size_t HttpSink::pump() {
   std::size_t started = 0;
   const auto limit = static_cast<std::size_t>(settings_.max_concurrency);
+  std::optional<SignalsBlocked> blocked;  // from the first request on: a mask per pump
   for (auto& owned : batches_) {
     Batch& b = *owned;
     while (!b.ready.empty()) {
@@ -197,16 +201,15 @@ std::size_t HttpSink::pump() {
       auto request = std::make_unique<HttpRequest>();
       request->batch = b.seq;
       request->index = i;
+      request->easy = spare_easy();
       std::string error;
       if (!prepare((*b.messages)[i], *request, error)) {
         settle(b, i, {Delivery::kRejected, error});
         continue;
       }
-      {
-        SignalsBlocked blocked;
-        if (curl_multi_add_handle(multi_, request->easy) != CURLM_OK) {
-          throw std::runtime_error("http sink: curl_multi_add_handle failed");
-        }
+      if (!blocked) blocked.emplace();
+      if (curl_multi_add_handle(multi_, request->easy) != CURLM_OK) {
+        throw std::runtime_error("http sink: curl_multi_add_handle failed");
       }
       request->multi = multi_;
       request->started = Clock::now();
@@ -253,14 +256,35 @@ void HttpSink::complete(CURL* easy, CURLcode code) {
   } else if (answer.outcome.delivery == Delivery::kUnavailable) {
     last_error_ = answer.outcome.error;
   }
+  recycle(*request);  // frees the connection for the next request
   if (request->batch == HttpRequest::kStraggler) {
     straggler_done(*request, answer);
   } else if (Batch* b = batch(request->batch)) {
-    const std::size_t index = request->index;
-    request.reset();  // frees the connection for the next request
-    settle(*b, index, std::move(answer.outcome));
+    settle(*b, request->index, std::move(answer.outcome));
   }
   if (!answer.stop.empty()) stop_all(answer.stop);
+}
+
+CURL* HttpSink::spare_easy() {
+  if (spare_.empty()) {
+    CURL* easy = curl_easy_init();
+    if (easy == nullptr) throw std::bad_alloc();
+    return easy;
+  }
+  CURL* easy = spare_.back();
+  spare_.pop_back();
+  return easy;
+}
+
+void HttpSink::recycle(HttpRequest& request) {
+  if (request.easy == nullptr) return;
+  curl_multi_remove_handle(multi_, request.easy);
+  request.multi = nullptr;
+  if (spare_.size() < static_cast<std::size_t>(settings_.max_concurrency)) {
+    curl_easy_reset(request.easy);  // keeps the connection cache: that is the multi handle's
+    spare_.push_back(request.easy);
+    request.easy = nullptr;
+  }
 }
 
 void HttpSink::progress() {

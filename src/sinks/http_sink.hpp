@@ -92,8 +92,8 @@ class HttpSink final : public Sink {
  private:
   struct Batch;  // http_sink.cpp
 
-  // http_request.cpp: sets up the request of `message`; false and `error` when it cannot be
-  // sent as is.
+  // http_request.cpp: sets up the request of `message` on request.easy; false and `error`
+  // when it cannot be sent as is.
   bool prepare(const Message& message, HttpRequest& request, std::string& error) const;
   // http_request.cpp: what a finished request means.
   HttpAnswer answer_of(HttpRequest& request, CURLcode code) const;
@@ -109,6 +109,10 @@ class HttpSink final : public Sink {
   // how many finished. Throws when the multi handle fails.
   std::size_t perform();
   void complete(CURL* easy, CURLcode code);
+  // An easy handle for a new request: a spare one (reset) or a new one.
+  CURL* spare_easy();
+  // Takes a finished request's handle out of the multi handle, and keeps it as a spare.
+  void recycle(HttpRequest& request);
   // http_stragglers.cpp: gives up on the in-flight requests of `b` when they qualify (above);
   // whether it did.
   bool give_up_stragglers(Batch& b);
@@ -140,6 +144,7 @@ class HttpSink final : public Sink {
   // Keys with a given-up request in flight, with how many (one, by the per-key rule).
   std::map<std::pair<std::string, std::string>, int> straggling_;
   LateAcks late_acks_;
+  std::vector<CURL*> spare_;  // easy handles of finished requests, at most max_concurrency
   std::chrono::microseconds typical_{0};  // moving average of the answer time
 };
 
