@@ -35,17 +35,21 @@ def enqueue_backlog(a, aggtype, rows, keys):
 
 
 class Tail:
-    """kcat reading a topic from the beginning while the relay writes it: the mock keeps only
-    the last 5 MB (or 100,000 message sets) of each partition, so a backlog of this size can
-    not be read back afterwards. Lines: partition, key, headers."""
+    """kcat reading a topic from the beginning while the relay writes it: librdkafka's mock
+    keeps only the last 5 MB (or 100,000 messages) of each partition, so a backlog of this
+    size cannot be read back afterwards. Lines: partition, key, headers."""
 
     def __init__(self, args, topic):
         self.path = os.path.join(args.work, topic + ".kcat")
         self.err = self.path + ".err"
         with open(self.path, "w") as o, open(self.err, "w") as e:
-            self.p = subprocess.Popen(["kcat", "-b", args.bootstrap, "-C", "-t", topic, "-o",
-                                       "beginning", "-q", "-u", "-f", "%p\t%k\t%h\n"],
-                                      stdout=o, stderr=e)
+            # Niced up and with short fetch waits, so that it keeps up on a busy machine; if
+            # it falls behind anyway, librdkafka logs an offset reset (the check is then void).
+            self.p = subprocess.Popen(["nice", "-n", "-10", "kcat", "-b", args.bootstrap, "-C",
+                                       "-t", topic, "-o", "beginning", "-u",
+                                       "-X", "fetch.wait.max.ms=5", "-X", "fetch.error.backoff.ms=5",
+                                       "-X", "max.partition.fetch.bytes=4194304",
+                                       "-f", "%p\t%k\t%h\n"], stdout=o, stderr=e)
 
     def lines(self, quiet_s=2.0):
         """Once the drain is over: waits until the file grew none for quiet_s; stops kcat."""
@@ -60,7 +64,7 @@ class Tail:
         with open(self.path) as f:
             out_lines = [x.rstrip("\n") for x in f if x.strip()]
         with open(self.err) as f:
-            errors = [x for x in f if x.strip()]
+            errors = [x for x in f if "offset reset" in x or "ERROR" in x]
         return out_lines, errors
 
 
@@ -132,7 +136,10 @@ def relay_ticks():
 
 def sample(a, states, errors):
     state, error = a.c.execute("SELECT state, left(last_error, 90) FROM outbox._workers()").fetchone()
-    states[state] += 1
+    # The worker's own word for what it does (pgstat_report_activity), numbers taken out.
+    doing = a.q1("SELECT regexp_replace(coalesce(query, ''), '[0-9]+', 'N', 'g') FROM "
+                 "pg_stat_activity WHERE pid = %s", (int(os.environ["RELAY_PID"]),))
+    states["%s: %s" % (state, (doing or "").replace("outbox relay: ", ""))] += 1
     if error:
         errors[error] += 1
     time.sleep(0.05)
@@ -262,11 +269,12 @@ def main():
                 r["updates"], r["attempts"], r["dead"], missing, unknown, dups, inverted, off))
         total = sum(r["states"].values()) or 1
         out("     relay state after the mark (every 50 ms): %s" % ", ".join(
-            "%s %.0f %%" % (k, 100.0 * v / total) for k, v in r["states"].most_common()))
+            "%s %.0f %%" % (k, 100.0 * v / total) for k, v in r["states"].most_common(4)))
         for e, _ in r["errors"].most_common(2):
             out("     last_error seen: %s" % e)
-        for e in r["kcat_errors"][:3]:
-            out("     kcat: %s" % e.strip())
+        if r["kcat_errors"]:
+            out("     kcat fell behind the mock's retention (its check is void): %s" % (
+                r["kcat_errors"][0].strip()[:150]))
     f = runs[1]
     if f["status"]:
         out("   mid-outage outbox.status: state %s, held_keys %s, oldest_held_error: %s" % f["status"])
@@ -289,15 +297,20 @@ def main():
         out("   | %s | %.0f | %.2fx |" % (r["label"], r["rate"], r["rate"] / base if base else 0))
     out("   (A/A: baseline again / baseline = %.2fx)" % aa)
     out("")
-    checks_ok = all(r["check"][0] == 0 and r["check"][1] == 0 and r["check"][3] == 0 for r in runs)
+    # A drain whose consumer fell behind the mock's retention proves nothing either way.
+    read = [r for r in runs if not r["kcat_errors"]]
+    checks_ok = f in read and all(
+        r["check"][0] == 0 and r["check"][1] == 0 and r["check"][3] == 0 for r in read)
     verdicts = [
         ("healthy keys during the leaderless window >= 0.80x the baselines (%.2fx)" % ratio,
          ratio >= 0.8),
-        ("every enqueued id in its topic, per key in seq order (kcat), all three drains", checks_ok),
+        ("every enqueued id in its topic, per key in seq order (kcat), %s" % (
+            ", ".join(r["label"] for r in read) or "no drain read in full"), checks_ok),
         ("stuck keys: all delivered once the leader returned, per key in seq order, no attempt "
          "used; the last %.1f s after it returned (retry_backoff_max %.0f s)" % (
              f["recovery_s"], backoff_max / 1000.0),
-         f["check"][0] == 0 and f["check"][3] == 0 and f["attempts"] == 0 and f["dead"] == 0),
+         f in read and f["check"][0] == 0 and f["check"][3] == 0 and f["attempts"] == 0
+         and f["dead"] == 0),
     ]
     for text, ok in verdicts:
         verdict(text, ok)

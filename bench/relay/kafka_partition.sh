@@ -22,9 +22,11 @@
 # noise). The backlog is sized so that the baseline spends a few seconds past the mark, and
 # the leaderless drain's healthy keys finish well within the window.
 #
-# After each drain kcat reads the topic: every enqueued id (sets, not counts), per key the
-# first occurrences in seq order, each key on its partition. The leaderless drain also
-# reports the time from the leader's return to the last stuck event published.
+# kcat reads each topic while the relay writes it (the mock keeps only the last 5 MB of a
+# partition; kcat runs at nice -10, and an offset reset in its log voids that drain's check):
+# every enqueued id (sets, not counts), per key the first occurrences in seq order, each key
+# on its partition. The leaderless drain also reports the time from the leader's return to
+# the last stuck event published.
 #
 #   bash bench/relay/kafka_partition.sh     # 400,000 events over 1,000 keys per drain, ~4 min
 # ROWS, KEYS, DOWN_AT (0.25), LEADERLESS_SECONDS (30) override.
