@@ -29,17 +29,26 @@
 # the last stuck event published.
 #
 #   bash bench/relay/kafka_partition.sh     # 400,000 events over 1,000 keys per drain, ~4 min
+#   QUICK=1 bash bench/relay/kafka_partition.sh   # 100,000 events, leaderless 10 s, ~1.5 min
 # ROWS, KEYS, DOWN_AT (0.25), LEADERLESS_SECONDS (30) override.
 set -euo pipefail
 # shellcheck source=bench/relay/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-relay_header "kafka_partition: one partition's leader gone ${LEADERLESS_SECONDS:-30} s mid-drain, beside healthy drains"
+if [ "$QUICK" = 1 ]; then
+  ROWS=${ROWS:-100000}
+  LEADERLESS_SECONDS=${LEADERLESS_SECONDS:-10}
+fi
+
+ROWS=${ROWS:-400000}
+LEADERLESS_SECONDS=${LEADERLESS_SECONDS:-30}
+
+relay_header "kafka_partition: one partition's leader gone $LEADERLESS_SECONDS s mid-drain, beside healthy drains"
 relay_start 56318 "autovacuum = off"
 mock_start 3
 echo "   Kafka mock: 3 brokers; kcat $(kcat -V 2>&1 | sed -n "s/^Version \([^ ]*\).*/\1/p" | head -n 1)"
 
 "$PY" "$RELAY_BENCH_DIR/kafka_partition.py" --bootstrap "$BOOTSTRAP" \
   --mock-fifo "$BENCH_WORK/mock.in" --mock-out "$BENCH_WORK/mock.out" --work "$BENCH_WORK" \
-  --rows "${ROWS:-400000}" --keys "${KEYS:-1000}" --down-at "${DOWN_AT:-0.25}" \
-  --leaderless-seconds "${LEADERLESS_SECONDS:-30}"
+  --rows "$ROWS" --keys "${KEYS:-1000}" --down-at "${DOWN_AT:-0.25}" \
+  --leaderless-seconds "$LEADERLESS_SECONDS"
