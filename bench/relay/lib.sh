@@ -178,14 +178,14 @@ relay_restart() {
   relay_wait_workers
 }
 
-# mock_start: the Kafka mock cluster (1 broker), as scripts/demo.sh starts it. Sets
-# BOOTSTRAP. Its stdin is a fifo held open on fd 9; closing it stops the mock. Start the
+# mock_start [BROKERS]: the Kafka mock cluster (default 1 broker), as scripts/demo.sh starts
+# it. Sets BOOTSTRAP. Its stdin is a fifo held open on fd 9; closing it stops the mock. Start the
 # PostgreSQL cluster first, so that the server does not inherit fd 9.
 mock_start() {
   # A test tool, not part of `make`.
   make -s -C "$BENCH_REPO" test-tools PG_CONFIG="$PG_CONFIG" || return 1
   mkfifo "$BENCH_WORK/mock.in"
-  "$MOCK_BIN" 1 <"$BENCH_WORK/mock.in" >"$BENCH_WORK/mock.out" 2>"$BENCH_WORK/mock.log" &
+  "$MOCK_BIN" "${1:-1}" <"$BENCH_WORK/mock.in" >"$BENCH_WORK/mock.out" 2>"$BENCH_WORK/mock.log" &
   MOCK_PID=$!
   exec 9>"$BENCH_WORK/mock.in"
   for _ in $(seq 100); do [ -s "$BENCH_WORK/mock.out" ] && break; sleep 0.1; done
