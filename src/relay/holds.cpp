@@ -8,6 +8,7 @@
 
 #include "pg/boundary.hpp"
 #include "pg/settings.hpp"
+#include "utils/array.h"
 
 namespace outbox::pg::relay {
 
@@ -46,15 +47,35 @@ void Queue::load_holds() {
   }
 }
 
-void Queue::put_back(const Row& row, TimestampTz at) {
-  SPIPlanPtr plan = partition_plan(put_back_plans_, row.rel, Update::kPutBack);
-  guard([&] {
-    Datum params[2] = {PointerGetDatum(&row.tid), TimestampTzGetDatum(at)};
-    if (SPI_execute_plan(plan, params, nullptr, false, 0) != SPI_OK_UPDATE || SPI_processed != 1) {
-      elog(ERROR, "outbox relay: putting an event back behind its key failed");
-    }
-  });
-  retry_check_at_ = std::min(retry_check_at_, at);
+// One UPDATE per partition for the batch: a held key's later events can be many.
+void Queue::put_back(const std::vector<PutBack>& rows) {
+  boost::container::flat_map<Oid, std::vector<const PutBack*>> by_partition;
+  for (const PutBack& row : rows) {
+    by_partition[row.rel].push_back(&row);
+    retry_check_at_ = std::min(retry_check_at_, row.at);
+  }
+  for (const auto& [rel, list] : by_partition) {
+    SPIPlanPtr plan = partition_plan(put_back_plans_, rel, Update::kPutBack);
+    const int n = static_cast<int>(list.size());
+    const PutBack* const* data = list.data();
+    guard([&] {
+      Datum* tids = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+      Datum* ats = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+      for (int k = 0; k < n; ++k) {
+        tids[k] = PointerGetDatum(&data[k]->tid);
+        ats[k] = TimestampTzGetDatum(data[k]->at);
+      }
+      Datum params[2] = {
+          PointerGetDatum(
+              construct_array(tids, n, TIDOID, sizeof(ItemPointerData), false, TYPALIGN_SHORT)),
+          PointerGetDatum(construct_array(ats, n, TIMESTAMPTZOID, sizeof(TimestampTz),
+                                          FLOAT8PASSBYVAL, TYPALIGN_DOUBLE))};
+      if (SPI_execute_plan(plan, params, nullptr, false, 0) != SPI_OK_UPDATE ||
+          SPI_processed != static_cast<uint64>(n)) {
+        elog(ERROR, "outbox relay: putting events back behind their keys failed");
+      }
+    });
+  }
 }
 
 void Queue::hold_back(Fetched& out) {
@@ -66,30 +87,34 @@ void Queue::hold_back(Fetched& out) {
     seqs[i] = out.rows[i].seq;
   }
   const std::vector<int64_t> wait = holds_.decide(keys, seqs);
+  std::vector<PutBack> back;
   int kept = 0;
   for (int i = 0; i < out.count; ++i) {
     if (wait[i] >= 0) {
-      put_back(out.rows[i], wait[i]);
+      back.push_back({out.rows[i].rel, out.rows[i].tid, wait[i]});
     } else {
       out.rows[kept++] = out.rows[i];
     }
   }
   out.count = kept;
+  if (!back.empty()) put_back(back);
 }
 
 bool Queue::defer(const Fetched& batch, const std::vector<sinks::Outcome>& outcomes) {
   bool resolved = true;
+  std::vector<PutBack> back;
   for (int i = 0; i < batch.count; ++i) {
     if (outcomes[i].delivery != sinks::Delivery::kDeferred) continue;
     const Row& row = batch.rows[i];
     const KeyHolds::Hold* hold =
         ordered_ ? holds_.find(row.aggregatetype.view(), row.aggregateid.view()) : nullptr;
     if (hold != nullptr && hold->seq < row.seq) {
-      put_back(row, hold->at);
+      back.push_back({row.rel, row.tid, hold->at});
     } else {
       resolved = false;  // its blocker was not rejected (unavailable): sent again from the mark
     }
   }
+  if (!back.empty()) put_back(back);
   return resolved;
 }
 

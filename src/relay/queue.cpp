@@ -326,9 +326,12 @@ SPIPlanPtr Queue::partition_plan(boost::container::flat_map<Oid, SPIPlanPtr>& ca
     // A generic plan, made once (prepare_kept): the relay runs with enable_seqscan off (see
     // outbox_relay_main), so it is a TID scan even when made while the partition was empty.
     if (update == Update::kPutBack) {
-      Oid types[2] = {TIDOID, TIMESTAMPTZOID};
-      return prepare_kept(psprintf("UPDATE %s SET next_attempt_at = $2 WHERE ctid = $1", table), 2,
-                          types);
+      Oid types[2] = {TIDARRAYOID, TIMESTAMPTZARRAYOID};
+      return prepare_kept(psprintf("UPDATE %s t SET next_attempt_at = u.at FROM ROWS FROM "
+                                   "(pg_catalog.unnest($1), pg_catalog.unnest($2)) u(tid, at) "
+                                   "WHERE t.ctid = u.tid",
+                                   table),
+                          2, types);
     }
     if (update == Update::kTransient) {
       Oid types[3] = {TIDOID, TEXTOID, TIMESTAMPTZOID};

@@ -97,8 +97,13 @@ class Queue {
                    int64& bytes, int64 max_bytes);
   void load_holds();
   int keep_before_late(const Fetched& out, int new_from, LowWater& mark);
-  // Puts a fetched row back on the retry path until `at`; no attempt is counted.
-  void put_back(const Row& row, TimestampTz at);
+  struct PutBack {
+    Oid rel;
+    ItemPointerData tid;
+    TimestampTz at;
+  };
+  // Puts fetched rows back on the retry path, each due at its `at`; no attempt is counted.
+  void put_back(const std::vector<PutBack>& rows);
   // Removes the rows of held keys from the batch (put back behind their blockers).
   void hold_back(Fetched& out);
 
