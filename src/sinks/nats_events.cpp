@@ -1,6 +1,7 @@
 // The NATS sink's callbacks from cnats' threads: PubAcks and connection events, and the log
 // lines they leave for take_log(). Each finds its sink through the registry of live sinks
-// (nats_sink.hpp), holding the registry's lock while it uses the sink.
+// (nats_sink.hpp), holding the registry's lock while it uses the sink. Also the registry
+// itself and the destructor.
 //
 // Callbacks (PubAcks, connection events) arrive on cnats' threads and may arrive after the
 // sink is gone (cnats' subscription threads are detached): they find the sink through a
@@ -20,6 +21,46 @@
 #include "sinks/nats_sink.hpp"
 
 namespace outbox::sinks {
+
+std::mutex& NatsSink::registry_mu() {
+  static auto* mu = new std::mutex;  // never destroyed: a callback may run at exit
+  return *mu;
+}
+
+std::unordered_set<const void*>& NatsSink::registry() {
+  static auto* live = new std::unordered_set<const void*>;
+  return *live;
+}
+
+NatsSink::~NatsSink() { teardown(); }
+
+void NatsSink::teardown() noexcept {
+  {
+    // A batch still started is forgotten: PubAcks that come during the close find nothing.
+    std::lock_guard<std::mutex> lock(mu_);
+    batches_.clear();
+  }
+  if (nc_ != nullptr) {
+    // What was published and not yet written goes out (the stream de-duplicates it).
+    if (natsConnection_Status(nc_) == NATS_CONN_STATUS_CONNECTED) {
+      natsConnection_FlushTimeout(nc_, 500);
+    }
+    natsConnection_Close(nc_);
+  }
+  {
+    // After this, no callback touches the sink (one running now has finished).
+    std::lock_guard<std::mutex> lock(registry_mu());
+    registry().erase(this);
+  }
+  if (js_ != nullptr) jsCtx_Destroy(js_);
+  if (nc_ != nullptr) natsConnection_Destroy(nc_);
+  if (opts_ != nullptr) natsOptions_Destroy(opts_);
+  if (stats_ != nullptr) natsStatistics_Destroy(stats_);
+  stats_ = nullptr;
+  js_ = nullptr;
+  nc_ = nullptr;
+  opts_ = nullptr;
+}
 
 void NatsSink::on_ack(jsCtx*, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void* closure) {
   {
@@ -60,7 +101,9 @@ void NatsSink::on_disconnected(natsConnection* nc, void* closure) {
     if (natsConnection_GetLastError(nc, &last) != NATS_OK && last != nullptr && *last != '\0') {
       text += std::string(" (") + last + ")";
     }
-    static_cast<NatsSink*>(closure)->connection_event(4, text.c_str(), false);
+    auto* sink = static_cast<NatsSink*>(closure);
+    sink->connection_event(4, text.c_str(), false);
+    sink->connection_lost(text);
   } catch (...) {
   }
 }
@@ -75,8 +118,40 @@ void NatsSink::on_reconnected(natsConnection*, void* closure) {
 void NatsSink::on_closed(natsConnection*, void* closure) {
   std::lock_guard<std::mutex> lock(registry_mu());
   if (registry().count(closure) != 0) {
-    static_cast<NatsSink*>(closure)->connection_event(4, "connection closed", false);
+    auto* sink = static_cast<NatsSink*>(closure);
+    sink->connection_event(4, "connection closed", false);
+    sink->connection_lost("connection closed");
   }
+}
+
+void NatsSink::connection_lost(const std::string& why) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (in_flight_.empty()) return;
+    // What the old server did not answer it never will: cnats 3.4 keeps such a publish pending
+    // until its MaxWait (the batch's timeout + 1 s), and finish() would wait for it. Settled
+    // now, the relay sends it again once reconnected (the stream drops a copy it stored, by
+    // Nats-Msg-Id). Its late PubAck or timeout finds no entry and only frees it.
+    const std::string error = "nats: connection lost before its PubAck (" + why + ")";
+    for (const auto& [msg, seq] : in_flight_) {
+      Batch* batch = batch_of(seq);
+      if (batch == nullptr) continue;
+      const std::size_t i = static_cast<std::size_t>(seq - batch->first_seq);
+      if (!batch->waiting[i]) continue;
+      settle(*batch, i, Outcome{Delivery::kUnavailable, error});
+      // It may be lost: no later message of its key may be stored before its re-send, so the
+      // batches started after its own (which publish later) defer the key too.
+      bool later = false;
+      for (Batch& b : batches_) {
+        later = later || &b == batch;
+        if (later) b.failed.add((*batch->messages)[i], error);
+      }
+    }
+    in_flight_.clear();
+  } catch (...) {
+    // Out of memory: what is left pending waits for its MaxWait.
+  }
+  changed_.notify_all();
 }
 
 void NatsSink::connection_event(int level, const char* what, bool up) noexcept {

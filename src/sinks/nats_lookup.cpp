@@ -91,6 +91,11 @@ StreamLookupResult find_stream(natsConnection* nc, const std::string& subject,
       result.detail = "the relay stopped waiting";
       break;
     }
+    // The answer would have come over the lost connection: no use waiting out the deadline.
+    if (natsConnection_Status(nc) != NATS_CONN_STATUS_CONNECTED) {
+      result.detail = "the connection was lost";
+      break;
+    }
     const auto left = deadline - Clock::now();
     if (left <= Clock::duration::zero()) break;
     const auto slice = std::chrono::duration_cast<std::chrono::milliseconds>(

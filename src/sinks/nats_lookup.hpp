@@ -27,7 +27,7 @@ struct StreamLookupResult {
 };
 
 // Asks until `deadline`; calls keep_waiting() at least every 100 ms and gives up (kUnknown)
-// once it returns false. Call it holding none of the sink's locks.
+// once it returns false or the connection is not up. Call it holding none of the sink's locks.
 StreamLookupResult find_stream(natsConnection* nc, const std::string& subject,
                                std::chrono::steady_clock::time_point deadline,
                                const std::function<bool()>& keep_waiting);

@@ -53,16 +53,6 @@ std::string headers_error(const Message& m, bool cloudevents) {
 
 }  // namespace
 
-std::mutex& NatsSink::registry_mu() {
-  static auto* mu = new std::mutex;  // never destroyed: a callback may run at exit
-  return *mu;
-}
-
-std::unordered_set<const void*>& NatsSink::registry() {
-  static auto* live = new std::unordered_set<const void*>;
-  return *live;
-}
-
 NatsSink::NatsSink(const Options& options) : settings_(nats_settings(options)) {
   {
     std::lock_guard<std::mutex> lock(registry_mu());
@@ -79,6 +69,9 @@ NatsSink::NatsSink(const Options& options) : settings_(nats_settings(options)) {
     check(natsOptions_SetMaxReconnect(opts_, -1), "max reconnect");
     check(natsOptions_SetReconnectWait(opts_, 500), "reconnect wait");
     check(natsOptions_SetPingInterval(opts_, 10000), "ping interval");
+    // No reconnect buffer: a publish while reconnecting fails at once instead of waiting there
+    // to be sent after the reconnect, maybe ahead of a lost earlier message of its key.
+    check(natsOptions_SetReconnectBufSize(opts_, 0), "reconnect buffer");
     // A server that is down when the sink is created is connected to later.
     check(natsOptions_SetRetryOnFailedConnect(opts_, true, &NatsSink::on_connected, this),
           "retry on failed connect");
@@ -109,6 +102,7 @@ NatsSink::NatsSink(const Options& options) : settings_(nats_settings(options)) {
     if (!settings_.ca_file.empty()) {
       check(natsOptions_LoadCATrustedCertificates(opts_, settings_.ca_file.c_str()), "tls.ca_file");
     }
+    check(natsStatistics_Create(&stats_), "statistics");
     const natsStatus s = natsConnection_Connect(&nc_, opts_);
     if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED) {
       throw std::runtime_error("nats sink: cannot connect: " + status_text(s));
@@ -124,34 +118,6 @@ NatsSink::NatsSink(const Options& options) : settings_(nats_settings(options)) {
     teardown();
     throw;
   }
-}
-
-NatsSink::~NatsSink() { teardown(); }
-
-void NatsSink::teardown() noexcept {
-  {
-    // A batch still started is forgotten: PubAcks that come during the close find nothing.
-    std::lock_guard<std::mutex> lock(mu_);
-    batches_.clear();
-  }
-  if (nc_ != nullptr) {
-    // What was published and not yet written goes out (the stream de-duplicates it).
-    if (natsConnection_Status(nc_) == NATS_CONN_STATUS_CONNECTED) {
-      natsConnection_FlushTimeout(nc_, 500);
-    }
-    natsConnection_Close(nc_);
-  }
-  {
-    // After this, no callback touches the sink (one running now has finished).
-    std::lock_guard<std::mutex> lock(registry_mu());
-    registry().erase(this);
-  }
-  if (js_ != nullptr) jsCtx_Destroy(js_);
-  if (nc_ != nullptr) natsConnection_Destroy(nc_);
-  if (opts_ != nullptr) natsOptions_Destroy(opts_);
-  js_ = nullptr;
-  nc_ = nullptr;
-  opts_ = nullptr;
 }
 
 bool NatsSink::usable() const { return natsConnection_Status(nc_) != NATS_CONN_STATUS_CLOSED; }
@@ -195,6 +161,33 @@ bool NatsSink::wait_connected(Clock::time_point deadline, bool& abandoned) {
     std::unique_lock<std::mutex> lock(mu_);
     changed_.wait_until(lock, std::min(deadline, observe_at));
   }
+}
+
+std::uint64_t NatsSink::connection_count() {
+  std::uint64_t reconnects = 0;
+  if (natsConnection_GetStats(nc_, stats_) != NATS_OK ||
+      natsStatistics_GetCounts(stats_, nullptr, nullptr, nullptr, nullptr, &reconnects) !=
+          NATS_OK) {
+    return ~std::uint64_t{0};  // unknown: publishes nothing (cnats fails only when out of memory)
+  }
+  return reconnects;
+}
+
+std::string NatsSink::prepare(Batch& batch, FailedKeys& failed) {
+  const std::uint64_t connection = connection_count();
+  std::lock_guard<std::mutex> lock(mu_);
+  batch.connection = connection;
+  // Every batch started before this one published all it would in its start(): their failed
+  // keys are known, but for those of a lost connection (nats_events.cpp adds them).
+  for (const Batch& earlier : batches_) {
+    if (&earlier == &batch) break;
+    failed.add_all(earlier.failed);
+    if (earlier.pending > 0 && earlier.connection != connection) {
+      // Its connection is gone, and its loss not yet handled: its keys are not known yet.
+      return "not sent: an earlier batch waits for PubAcks of a lost connection";
+    }
+  }
+  return held_back_;
 }
 
 natsStatus NatsSink::publish(const Message& m, std::uint64_t seq, const std::string& subject,
@@ -288,10 +281,9 @@ void NatsSink::start(const std::vector<Message>& messages, std::vector<Outcome>&
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (batches_.empty()) held_back_.clear();  // nothing started that could be overtaken
-    // Every started batch published all it would in its start(): its failed keys are known.
-    for (const Batch& earlier : batches_) failed.add_all(earlier.failed);
     not_sent = held_back_;
     batch = &batches_.emplace_back();
+    batch->messages = &messages;
     batch->outcomes = &outcomes;
     batch->waiting.assign(messages.size(), 1);
     batch->pending = messages.size();
@@ -321,6 +313,7 @@ void NatsSink::publish_batch(Batch& batch, const std::vector<Message>& messages,
         abandoned ? "not acknowledged: the relay stopped waiting"
                   : "not connected to NATS within " + std::to_string(batch.timeout.count()) + " ms";
   }
+  if (not_sent.empty()) not_sent = prepare(batch, failed);
   std::optional<SignalsBlocked> blocked;  // see publish()
   std::string subject;
   std::string error;
@@ -334,6 +327,10 @@ void NatsSink::publish_batch(Batch& batch, const std::vector<Message>& messages,
       outcome = {Delivery::kRejected, error};
     } else if (!(error = headers_error(m, settings_.cloudevents.enabled)).empty()) {
       outcome = {Delivery::kRejected, error};
+    } else if (connection_count() != batch.connection) {
+      // A message of the old connection may be lost: nothing after it goes over the new one.
+      not_sent = "not sent: the connection to NATS was lost while the batch was published";
+      break;
     } else {
       const natsStatus s = publish(m, batch.first_seq + i, subject, batch.deadline, batch.timeout,
                                    blocked, abandoned);
@@ -351,10 +348,11 @@ void NatsSink::publish_batch(Batch& batch, const std::vector<Message>& messages,
                                             " bytes, data and headers): " + status_text(s)};
       } else {
         // Nothing later may overtake it: the rest of the batch is not published.
+        std::string why = status_text(s);
+        if (s == NATS_INSUFFICIENT_BUFFER) why = "the connection is down (reconnecting)";
         std::lock_guard<std::mutex> lock(mu_);
-        settle(batch, i, Outcome{Delivery::kUnavailable, "not published: " + status_text(s)});
-        not_sent =
-            "not sent: an earlier message of the batch could not be published: " + status_text(s);
+        settle(batch, i, Outcome{Delivery::kUnavailable, "not published: " + why});
+        not_sent = "not sent: an earlier message of the batch could not be published: " + why;
         break;
       }
     }

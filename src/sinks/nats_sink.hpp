@@ -41,11 +41,16 @@
 //                 subjects and streams: one that is not stored (its stream missing, or slow
 //                 to answer) does not hold back a later one of its key that another stream
 //                 stores, so the later one may be stored first.
-//   kUnavailable  not connected before the deadline; a PubAck missing at the deadline
+//   kUnavailable  not connected before the deadline; the connection lost while a message
+//                 waited for its PubAck ("nats: connection lost before its PubAck": cnats 3.4
+//                 would keep it pending until its MaxWait, though a server that restarted
+//                 never answers it; later messages of its key, in its batch and in batches
+//                 started after it, are then kDeferred); a PubAck missing at the deadline
 //                 ("timed out waiting for PubAck ...") or when the WaitObserver ends the wait;
-//                 a publish cnats cannot take (connection closed, reconnect buffer full,
-//                 max_pending full until the deadline: then it and every later message of the
-//                 batch are not published, nor is any message of a batch started before no
+//                 a publish cnats cannot take (connection closed or reconnecting: the sink
+//                 has no reconnect buffer; max_pending full until the deadline), or a
+//                 reconnect while the batch is published: then it and every later message of
+//                 the batch are not published, nor is any message of a batch started before no
 //                 started batch is left, so nothing overtakes it); any other JetStream
 //                 error (storage full, no leader, ...); "no responders" that is not a
 //                 confirmed missing stream (below). A message whose PubAck is missing may
@@ -147,6 +152,8 @@ class NatsSink final : public Sink {
   // In nats_events.cpp.
   void acked(natsMsg* msg, const jsPubAck* pa, const jsPubAckErr* pae) noexcept;
   void connection_event(int level, const char* what, bool up) noexcept;
+  // The connection is gone: what waits for a PubAck will not get one.
+  void connection_lost(const std::string& why) noexcept;
   void log(int level, std::string text) noexcept;
   void teardown() noexcept;
   using Batch = nats::Batch;
@@ -162,6 +169,11 @@ class NatsSink final : public Sink {
                      std::string& not_sent);
   // Waits until connected; false at the deadline or when the observer stops the wait.
   bool wait_connected(Clock::time_point deadline, bool& abandoned);
+  // cnats' count of reconnects: which connection a publish goes over. Relay thread only.
+  std::uint64_t connection_count();
+  // After wait_connected(): records the batch's connection, adds the failed keys of the
+  // batches started before it to `failed`, and says why it may publish nothing ("" if it may).
+  std::string prepare(Batch& batch, FailedKeys& failed);
   // In nats_finish.cpp: the ConfigError text when a lookup confirms a subject of the batch's
   // "no responders" has no stream, else "" (and their outcomes say why they are unavailable).
   // Called and returns with mu_ held; unlocks it while it asks.
@@ -175,6 +187,7 @@ class NatsSink final : public Sink {
   natsOptions* opts_ = nullptr;
   natsConnection* nc_ = nullptr;
   jsCtx* js_ = nullptr;
+  natsStatistics* stats_ = nullptr;            // connection_count()'s
   std::string name_buf_, value_buf_, id_buf_;  // publish()'s NUL-terminated copies
 
   // Guards the started batches, in_flight_, held_back_, last_error_ and connected_at_.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -172,6 +173,70 @@ TEST(NatsSinkNoResponders, AMissingStreamAfterAReconnectIsAConfigErrorOnceTheGra
             std::string::npos)
       << config_error;
   EXPECT_GE(Clock::now() - reconnected, NatsSink::kReconnectGrace - 1s);
+}
+
+// The server stops reading with two started batches on their way, then dies: none of their
+// PubAcks comes, and cnats would keep the publishes pending until their MaxWait (the batch's
+// timeout + 1 s). The lost connection settles them at once; the keys they hold back stay held
+// in the batch started next, and the relay's re-send after the restart keeps each key's order.
+TEST(NatsSinkRestart, ALostConnectionEndsTheWaitForPubAcksAndKeepsEachKeysOrder) {
+  REQUIRE_NATS_SERVER();
+  NatsServer server;
+  add_outbox_stream(server);
+  auto sink = make_nats_sink(server);
+  EXPECT_EQ(summary(send(*sink, four_keys(1), 5s)), "A");  // connected, PubAcks subscribed
+
+  const Events first = four_keys(8);  // k0..k3 twice
+  Events second;                      // started before the loss: lost too
+  second.add("order", "k0", "T", "{}");
+  second.add("order", "k9", "T", "{}");
+  Events third;                         // started after it, while the second is unfinished
+  third.add("order", "k0", "T", "{}");  // D: lost in the first
+  third.add("order", "k5", "T", "{}");  // A
+  third.add("order", "k9", "T", "{}");  // D: lost in the second
+  const auto m1 = first.messages(), m2 = second.messages(), m3 = third.messages();
+  std::vector<Outcome> o1(m1.size(), kUnset), o2(m2.size(), kUnset), o3(m3.size(), kUnset);
+
+  server.pause();
+  sink->start(m1, o1, 10s);
+  sink->start(m2, o2, 10s);
+  std::this_thread::sleep_for(200ms);  // written to the socket, unread
+  const auto t0 = Clock::now();
+  server.kill_now();
+  sink->finish();
+  EXPECT_LT(Clock::now() - t0, 2s);  // not the batch's 10 s
+  EXPECT_TRUE(all_unavailable(o1, "nats: connection lost before its PubAck"));
+
+  server.start();
+  wait_for_outbox_stream(server);
+  sink->start(m3, o3, 10s);  // waits for the reconnect
+  sink->finish();
+  EXPECT_TRUE(all_unavailable(o2, "nats: connection lost before its PubAck"));
+  sink->finish();
+  EXPECT_EQ(summary(o3), "DAD") << first_error(o3);
+  EXPECT_NE(o3[0].error.find("not sent: an earlier event of its key was not sent: nats: "
+                             "connection lost before its PubAck"),
+            std::string::npos)
+      << o3[0].error;
+
+  // As the relay sends them again: in order, each batch until it is acked.
+  for (const Events* events : std::vector<const Events*>{&first, &second, &third}) {
+    EXPECT_EQ(send_until_acked(*sink, *events, 10s).first, std::string(events->data.size(), 'A'));
+  }
+  NatsClient client(server.url());
+  const auto stored = client.read("OUTBOX");
+  EXPECT_EQ(stored.size(), 1u + 8 + 2 + 3);  // the one k5 sent twice is stored once
+  // Per key, the stored order is the enqueue order.
+  std::map<std::string, std::vector<std::string>> want, got;
+  for (const Events* events : std::vector<const Events*>{&first, &second, &third}) {
+    for (const auto& d : events->data) want[d.aggregateid].push_back(d.id);
+  }
+  for (const auto& m : stored) {
+    if (m.headers.at("id") != stored.front().headers.at("id")) {
+      got[m.headers.at("aggregateid")].push_back(m.headers.at("id"));
+    }
+  }
+  EXPECT_EQ(got, want);
 }
 
 }  // namespace

@@ -40,7 +40,8 @@ inline int free_port() {
   return ntohs(addr.sin_port);
 }
 
-// nats-server -js on 127.0.0.1; stop() and start() again keep the port and the store.
+// nats-server -js on 127.0.0.1; stop() (or kill_now()) and start() again keep the port and
+// the store.
 // set_jetstream(false) before start(): the next start has no JetStream (no one answers its
 // API or a publish: "no responders"), and leaves the store alone.
 class NatsServer {
@@ -88,6 +89,18 @@ class NatsServer {
   void stop() {
     if (pid_ <= 0) return;
     kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+  // SIGSTOP: the server reads and answers nothing, its connections stay open.
+  void pause() {
+    if (pid_ > 0) kill(pid_, SIGSTOP);
+  }
+  // SIGKILL (a paused server too): what it had not read is lost, its connections are reset.
+  void kill_now() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
     int status = 0;
     waitpid(pid_, &status, 0);
     pid_ = -1;
