@@ -26,10 +26,11 @@
 //
 // Stragglers (http_stragglers.cpp): once some of the oldest batch are acknowledged, nothing
 // else of it can start, and each of its requests still in flight has waited
-// straggler.timeout.ms (and 4 times the typical answer time), finish() stops waiting for them: they
-// settle as kUnavailable, so only their keys wait, and the batch ends. A request given up so goes
-// on until timeout.ms; while it does, its key's messages are kDeferred, so the receiver never sees
-// a later event of the key before it. If it is answered 2xx, its event id is remembered
+// straggler.timeout.ms (and 4 times the typical answer time), finish() stops waiting for
+// them: they settle as kUnavailable, so only their keys wait, and the batch ends. A request
+// given up so goes on until timeout.ms; while it does, nothing more of its key is sent (its
+// own event again: kUnavailable; a later one: kDeferred), so the receiver never sees a later
+// event of the key before it. If it is answered 2xx, its event id is remembered
 // (late_acks.hpp), and the relay's retry of that event is kAcked without a second request.
 //
 // One curl multi handle lives as long as the sink: its connection cache keeps connections
@@ -141,8 +142,8 @@ class HttpSink final : public Sink {
   std::map<CURL*, std::unique_ptr<HttpRequest>> active_;
   std::uint64_t next_seq_ = 0;
   std::string last_error_;  // the latest unavailable answer, for the observer ("" after a 2xx)
-  // Keys with a given-up request in flight, with how many (one, by the per-key rule).
-  std::map<std::pair<std::string, std::string>, int> straggling_;
+  // Keys with a given-up request in flight, with its event id (one per key: the per-key rule).
+  std::map<std::pair<std::string, std::string>, std::string> straggling_;
   LateAcks late_acks_;
   std::vector<CURL*> spare_;  // easy handles of finished requests, at most max_concurrency
   std::chrono::microseconds typical_{0};  // moving average of the answer time

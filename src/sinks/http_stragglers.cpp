@@ -38,7 +38,7 @@ bool HttpSink::give_up_stragglers(Batch& b) {
       " ms (straggler.timeout.ms); the request goes on until timeout.ms and its key waits";
   for (HttpRequest* request : waiting) {
     request->batch = HttpRequest::kStraggler;
-    ++straggling_[request->key];
+    straggling_[request->key] = request->id;
     settle(b, request->index, {Delivery::kUnavailable, error});
   }
   return true;
@@ -46,18 +46,27 @@ bool HttpSink::give_up_stragglers(Batch& b) {
 
 void HttpSink::straggler_done(const HttpRequest& request, const HttpAnswer& answer) {
   auto it = straggling_.find(request.key);
-  if (it != straggling_.end() && --it->second == 0) straggling_.erase(it);
+  if (it != straggling_.end() && it->second == request.id) straggling_.erase(it);
   if (answer.outcome.delivery == Delivery::kAcked) late_acks_.add(request.id);
 }
 
 bool HttpSink::settled_without_request(Batch& b, std::size_t i) {
   const Message& m = (*b.messages)[i];
-  if (!straggling_.empty() &&
-      straggling_.count({std::string(m.aggregatetype), std::string(m.aggregateid)}) != 0) {
-    settle(b, i,
-           {Delivery::kDeferred,
-            "not sent: an earlier request of its key is still in flight (straggler.timeout.ms)"});
-    return true;
+  if (!straggling_.empty()) {
+    auto it = straggling_.find({std::string(m.aggregatetype), std::string(m.aggregateid)});
+    if (it != straggling_.end()) {
+      // The relay's retry of the given-up event itself backs off on its key's schedule; a
+      // deferred one would come back at once, again and again, until the request ends.
+      settle(b, i,
+             it->second == m.id
+                 ? Outcome{Delivery::kUnavailable,
+                           "http: its request from an earlier batch is still in flight "
+                           "(straggler.timeout.ms)"}
+                 : Outcome{Delivery::kDeferred,
+                           "not sent: an earlier request of its key is still in flight "
+                           "(straggler.timeout.ms)"});
+      return true;
+    }
   }
   if (late_acks_.take(m.id)) {
     settle(b, i, {Delivery::kAcked, {}});
