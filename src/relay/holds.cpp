@@ -78,7 +78,7 @@ void Queue::put_back(const std::vector<PutBack>& rows) {
   }
 }
 
-void Queue::hold_back(Fetched& out) {
+void Queue::hold_back(Fetched& out, int behind_all_from) {
   if (holds_.empty() || out.count == 0) return;
   std::vector<KeyHolds::Key> keys(out.count);
   std::vector<int64_t> seqs(out.count);
@@ -86,7 +86,15 @@ void Queue::hold_back(Fetched& out) {
     keys[i] = {out.rows[i].aggregatetype.view(), out.rows[i].aggregateid.view()};
     seqs[i] = out.rows[i].seq;
   }
-  const std::vector<int64_t> wait = holds_.decide(keys, seqs);
+  std::vector<int64_t> wait = holds_.decide(keys, seqs);
+  // Due retries were left for the next fetch: a held key's later events there must not be
+  // overtaken, so its rows from `behind_all_from` on wait too.
+  for (int i = behind_all_from; i < out.count; ++i) {
+    if (wait[i] >= 0) continue;
+    const KeyHolds::Hold* hold =
+        holds_.find(out.rows[i].aggregatetype.view(), out.rows[i].aggregateid.view());
+    if (hold != nullptr && hold->seq < out.rows[i].seq) wait[i] = hold->at;
+  }
   std::vector<PutBack> back;
   int kept = 0;
   for (int i = 0; i < out.count; ++i) {

@@ -159,6 +159,7 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
   }
   // Where each kind of row starts in the batch: retries, late events, new events.
   int late_from = 0;
+  bool retries_cut = false;  // due retries left for the next fetch
   int new_from = 0;
   bool late_tried = false;
   // New events continue after the resume point; what they pass over becomes gaps.
@@ -176,13 +177,23 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
     int64 bytes = 0;
 
     // Retries first: they are the oldest events. Looked for when one of ours is due, and at
-    // least every poll_interval (another worker may have scheduled them).
+    // least every poll_interval (another worker may have scheduled them). At most half a
+    // batch: the events of held keys wait there in numbers, and the new events behind them
+    // must still flow (a batch of held keys' retries alone acknowledges nothing).
     if (check_retries) {
-      const Datum params[2] = {Int64GetDatum(limit), TimestampTzGetDatum(now)};
-      append_rows(fetch_retry_plan_, 2, params, kFetchRetryTypes, batch, limit, bytes, max_bytes);
-      const bool more_due = out.count == limit || bytes >= max_bytes;
-      retry_check_at_ = more_due ? now : now + static_cast<int64>(settings.poll_interval_ms) * 1000;
-      retry_check_at_ = holds_.earliest_at(retry_check_at_);
+      const int retry_limit = std::max(1, limit / 2);
+      const Datum params[2] = {Int64GetDatum(retry_limit), TimestampTzGetDatum(now)};
+      append_rows(fetch_retry_plan_, 2, params, kFetchRetryTypes, batch, retry_limit, bytes,
+                  max_bytes);
+      const bool more_due = out.count == retry_limit || bytes >= max_bytes;
+      retries_cut = more_due;
+      const int64 poll_us = static_cast<int64>(settings.poll_interval_ms) * 1000;
+      // Keys on schedules of their own would make every pass a look (and a read of the
+      // holds): due retries are gathered for at least half of retry_backoff_min.
+      const int64 gather_us =
+          std::min(poll_us, static_cast<int64>(settings.retry_backoff_min_ms) * 1000 / 2);
+      retry_check_at_ =
+          more_due ? now : std::max(holds_.earliest_at(now + poll_us), now + gather_us);
     }
 
     const TimestampTz future = now + kFuturePartitionsAfterUs;
@@ -231,7 +242,7 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
     mark.scanned(scanned.others, scanned.n_others, out.rows + new_from, out.count - new_from,
                  scanned.upto);
   }
-  if (ordered_) hold_back(out);
+  if (ordered_) hold_back(out, retries_cut ? late_from : out.count);
 }
 
 // Runs inside guard(): the two steps of kScanNewSql. Reads up to kShards / owned times the

@@ -104,8 +104,9 @@ class Queue {
   };
   // Puts fetched rows back on the retry path, each due at its `at`; no attempt is counted.
   void put_back(const std::vector<PutBack>& rows);
-  // Removes the rows of held keys from the batch (put back behind their blockers).
-  void hold_back(Fetched& out);
+  // Removes the rows of held keys from the batch (put back behind their blockers); from
+  // `behind_all_from` on, also those whose blocker is in the batch.
+  void hold_back(Fetched& out, int behind_all_from);
 
   bool ordered_ = false;
   KeyHolds holds_;
