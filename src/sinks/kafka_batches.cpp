@@ -25,6 +25,8 @@ void KafkaSink::refused(Batch& batch, std::size_t i, const KafkaPartitioner::Ref
                         const char* topic) {
   const std::string why =
       "partition " + std::to_string(refusal.partition) + " of topic " + topic + " has no leader";
+  leader_lost_at_ = Clock::now();
+  changed_.notify_all();  // finish() need not wait the whole straggler.timeout.ms any more
   if (refusal.held) {
     settle(batch, i,
            Outcome{Delivery::kDeferred,

@@ -323,7 +323,10 @@ void KafkaSink::finish() {
       if (now >= batch.deadline) break;
       until = std::min(until, batch.deadline);
       if (!abandoned && batch.acked > 0 && straggler_timeout_.count() > 0) {
-        const auto straggling_at = batch.progress_at + straggler_timeout_;
+        const auto patience = now - leader_lost_at_ < straggler_timeout_
+                                  ? std::min(straggler_timeout_, kLeaderLostPatience)
+                                  : straggler_timeout_;
+        const auto straggling_at = batch.progress_at + patience;
         if (now >= straggling_at) {
           stragglers = true;
           break;
@@ -339,9 +342,10 @@ void KafkaSink::finish() {
     // without a leader). They stay queued, not purged: ahead of any retry in their partition,
     // so the order of a key holds; the relay holds their keys and retries them (a duplicate if
     // the queued one gets through too). Their late reports find no batch.
-    std::string error = "not acknowledged within " + std::to_string(straggler_timeout_.count()) +
-                        " ms while the rest of the batch was (straggler.timeout.ms): still "
-                        "queued for a partition that may have no leader";
+    std::string error =
+        "not acknowledged while the rest of the batch was "
+        "(straggler.timeout.ms): still queued for a partition that may have "
+        "no leader";
     if (!last_error_.empty()) error += " (last client error: " + last_error_ + ")";
     for (std::size_t i = 0; i < batch.waiting.size(); ++i) {
       if (!batch.waiting[i]) continue;

@@ -211,6 +211,9 @@ class KafkaSink final : public Sink {
   std::unique_ptr<KafkaPartitioner> partitioner_;  // set before rk_ makes any topic
   // straggler.timeout.ms: how long the rest of a batch that has acks may go without a report.
   std::chrono::milliseconds straggler_timeout_{0};
+  // Within straggler_timeout_ of a refusal for a partition without a leader, the wait is this
+  // short: what is still pending then most likely waits for that partition.
+  static constexpr std::chrono::milliseconds kLeaderLostPatience{100};
   // Guards everything below, except fatal_ (atomic) and rk_ (librdkafka is thread-safe).
   std::mutex mu_;
   std::condition_variable changed_;  // a job, reports served, a batch queued, or stopping
@@ -230,6 +233,7 @@ class KafkaSink final : public Sink {
   std::atomic<bool> fatal_{false};
   std::string fatal_error_;  // set once, when fatal_ becomes true
   std::string last_error_;   // the latest client-level error (error_cb), for timeout messages
+  Clock::time_point leader_lost_at_;  // the partitioner's latest refusal (no leader)
 
   // Started, unfinished batches, oldest first. A delivery report whose sequence number is in
   // none of them (a late one from a batch that timed out) is ignored.
