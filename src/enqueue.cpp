@@ -5,13 +5,7 @@
 // the backend. The insert runs in the caller's transaction: the event commits or rolls
 // back with the business rows.
 //
-// Partition routing never fails for lack of a partition: when the clock has passed the
-// newest partition (outbox.rotate() has not run for a while) the row is routed to the last
-// instant of the newest partition through part_at, while created_at keeps the true time.
-// Nor does it go below the relay's sealed partitions (pg/relay_shmem.hpp), which it no longer
-// reads.
-// outbox.rotate() marks such a partition and keeps it until those rows are old enough. When
-// there is no partition at all (CREATE EXTENSION makes none), the first enqueue makes them.
+// Which partition an event goes to (part_at) is pg/partition_route.hpp's.
 //
 // An id given by the caller is an idempotency key: enqueue with an id that an event of the
 // table already has writes nothing and returns the id when the event is the same, and fails
@@ -24,18 +18,14 @@
 #include "pg/boundary.hpp"
 #include "pg/given_id.hpp"
 #include "pg/jsonb_object.hpp"
+#include "pg/partition_route.hpp"
 #include "pg/relay_shmem.hpp"
 #include "pg/settings.hpp"
 
 extern "C" {
-#include "access/table.h"
 #include "access/xact.h"
 #include "commands/sequence.h"
-#include "storage/lmgr.h"
-#include "partitioning/partbounds.h"
-#include "partitioning/partdesc.h"
 #include "utils/array.h"
-#include "utils/rel.h"
 }
 
 namespace outbox::pg {
@@ -46,17 +36,10 @@ constexpr const char* kInsertSql =
     "INSERT INTO outbox.events "
     "(id, aggregatetype, aggregateid, type, payload, headers, created_at, part_at) "
     "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
-constexpr TimestampTz kLateWarningEveryUs = 10 * 60 * USECS_PER_SEC;
-constexpr const char* kCreatePartitionsSql =
-    "SELECT pg_catalog.count(*) FROM outbox._create_partitions($1)";
 
 // Per-backend state; trivially destructible, lives as long as the backend.
 struct EnqueueState {
   SPIPlanPtr insert_plan = nullptr;
-  // Upper bound of the newest partition, as last read. Partitions are only ever added
-  // after it, so a time below it always has a partition.
-  TimestampTz newest_upper = DT_NOBEGIN;
-  TimestampTz last_late_warning = 0;
   Uuid7Generator ids;
   std::array<uint8_t, 4000> random_pool{};
   size_t random_used = 4000;  // empty: filled on first use, after fork
@@ -146,77 +129,6 @@ void validate(const char* function, const EventDatums& e) {
   }
 }
 
-// Reads the newest partition's upper bound from the partition descriptor, which follows
-// the catalog rather than the transaction snapshot. Runs only when the clock passes the
-// cached bound.
-TimestampTz read_newest_upper() {
-  return guard([&]() -> TimestampTz {
-    Oid nsp = get_namespace_oid("outbox", false);
-    Oid relid = get_relname_relid("events", nsp);
-    if (!OidIsValid(relid)) elog(ERROR, "outbox.events does not exist");
-    Relation rel = table_open(relid, RowExclusiveLock);
-    PartitionDesc desc = RelationGetPartitionDesc(rel, true);
-    TimestampTz newest = DT_NOBEGIN;
-    PartitionBoundInfo bounds = desc->boundinfo;
-    if (desc->nparts > 0 && bounds != nullptr && bounds->ndatums > 0) {
-      int last = bounds->ndatums - 1;
-      if (bounds->kind != nullptr && bounds->kind[last][0] != PARTITION_RANGE_DATUM_VALUE) {
-        newest = DT_NOEND;  // a hand-made partition up to MAXVALUE
-      } else {
-        newest = DatumGetTimestampTz(bounds->datums[last][0]);
-      }
-    }
-    table_close(rel, NoLock);
-    return newest;
-  });
-}
-
-// No partition at all: make them, as outbox.rotate() would. Under the lock that creating a
-// partition takes, so that of two first enqueues the second finds the first one's partitions
-// (it reads the partitions again once it has the lock). SPI must be connected.
-void make_first_partitions(TimestampTz now) {
-  guard([&] {
-    const Oid events = get_relname_relid("events", get_namespace_oid("outbox", false));
-    LockRelationOid(events, ShareUpdateExclusiveLock);
-  });
-  state.newest_upper = read_newest_upper();
-  if (state.newest_upper != DT_NOBEGIN) return;
-  guard([&] {
-    Oid types[1] = {TIMESTAMPTZOID};
-    Datum values[1] = {TimestampTzGetDatum(now)};
-    if (SPI_execute_with_args(kCreatePartitionsSql, 1, types, values, nullptr, false, 0) !=
-        SPI_OK_SELECT) {
-      elog(ERROR, "outbox: making the first partitions failed");
-    }
-  });
-  state.newest_upper = read_newest_upper();
-}
-
-TimestampTz route(TimestampTz created) {
-  if (created < state.newest_upper) return created;
-  state.newest_upper = read_newest_upper();
-  if (created < state.newest_upper) return created;
-  if (state.newest_upper == DT_NOBEGIN) make_first_partitions(created);
-  if (created < state.newest_upper) return created;
-  if (state.newest_upper == DT_NOBEGIN) {
-    throw Error(sqlstate::kObjectNotInPrerequisiteState, "outbox.events has no partitions",
-                "Every partition of outbox.events was dropped or detached by hand.",
-                "Run SELECT outbox.rotate(); to make partitions again.");
-  }
-  if (created - state.last_late_warning >= kLateWarningEveryUs) {
-    state.last_late_warning = created;
-    guard([&] {
-      ereport(
-          WARNING,
-          (errmsg("outbox: no partition covers the current time; events go to the newest "
-                  "partition"),
-           errdetail("The newest partition ends at %s.", timestamptz_to_str(state.newest_upper)),
-           errhint("Schedule SELECT outbox.rotate(); with pg_cron, see docs/operations.md.")));
-    });
-  }
-  return state.newest_upper - 1;
-}
-
 // Fresh random bytes for an id. pg_strong_random (OpenSSL) costs a few microseconds per
 // call, a sixth of enqueue's server time; drawing 4000 bytes at once makes it negligible.
 // The bytes are used once each, so the ids stay as unpredictable as gen_random_uuid()'s.
@@ -270,11 +182,7 @@ Datum insert_event(const char* function, const EventDatums& e) {
     }
   }
   const TimestampTz created = guard([] { return GetCurrentTimestamp(); });
-  TimestampTz part_at = route(created);
-  // Never into a partition the relay has sealed (a clock that stepped back): the oldest one
-  // it still reads, or the newest.
-  const TimestampTz floor = relay_enqueue_floor(MyDatabaseId);
-  if (part_at < floor) part_at = std::min(floor, state.newest_upper - 1);
+  const TimestampTz part_at = partition_time(created);
   Datum id = e.id_null ? UUIDPGetDatum(new_id(created)) : e.id;
   guard([&] {
     if (state.insert_plan == nullptr) {
