@@ -2,8 +2,7 @@
  * outbox_sink.h: the interface between outbox's relay and a sink, the library that hands
  * events to a broker. Plain C, stable across outbox versions; no PostgreSQL header is needed.
  *
- * Installed as $(pg_config --includedir-server)/extension/outbox/outbox_sink.h. The example
- * in examples/sink/ builds against it out of tree.
+ * Installed in $(pg_config --includedir-server)/extension/outbox/; example: examples/sink/.
  *
  * A sink named <name> is a shared library outbox_sink_<name>.so in $(pg_config --pkglibdir)
  * that exports
@@ -16,10 +15,9 @@
  * smaller than version 1's, a name other than the library's, a missing required callback,
  * or a malformed option declaration.
  *
- * VERSIONS. OUTBOX_SINK_ABI_VERSION changes only when an existing field changes meaning;
- * a plugin built for another one is refused. New optional callbacks are added at the end of
- * OutboxSinkCallbacks: the relay reads a field only when the plugin's `size` covers it, so a
- * plugin built against an older header keeps working.
+ * VERSIONS. OUTBOX_SINK_ABI_VERSION changes only when an existing field changes meaning
+ * (a plugin built for another one is refused). New optional callbacks go at the end of
+ * OutboxSinkCallbacks, read only when the plugin's `size` covers them.
  *
  * THREADS.
  *  - The relay calls every callback from one thread, a relay worker's main thread, one call
@@ -30,8 +28,7 @@
  *  - host->keep_waiting() may be called only on the thread that is inside start() or
  *    finish(), while it is there. Any other call (another thread, or from create(),
  *    take_log() or destroy()) is refused: it returns 0 and the relay reports the broken rule.
- *  - A sink's own threads may write a started batch's outcomes until finish() returns for
- *    that batch (see start()).
+ *  - A sink's own threads may write a started batch's outcomes until its finish() returns.
  *  - A sink never writes to stdout or stderr: log lines go through take_log().
  *
  * MEMORY. Every pointer the relay passes stays valid only for the call, except a batch's

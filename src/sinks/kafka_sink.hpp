@@ -1,25 +1,9 @@
 // The Kafka sink: an idempotent librdkafka producer (enable.idempotence=true, acks=all).
 //
-// Options (outbox.configure_sink('kafka', '{...}')): the allowlist in kafka_options.hpp,
-// documented in docs/sink-options.md. Besides librdkafka's producer properties:
-//   topic.template    topic per event, default "outbox.event.${aggregatetype}"
-//                     (see routing.hpp: ${aggregatetype}, ${type}; Debezium's
-//                     ${routedByValue} is an alias of ${aggregatetype}).
-//   timestamp         "created_at" (default: the event's created_at becomes the Kafka
-//                     message timestamp) or "now" (the time of sending).
-// Required: bootstrap.servers. A bad value is a ConfigError with librdkafka's own message
-// (none for a secret). Files (certificates, keys) arrive as absolute paths and secrets
-// (passwords, sasl.oauthbearer.config, ...) as their content, resolved by configure_sink
-// (option_rules.hpp). Secrets are redacted from every text the sink hands out: log lines,
-// errors, describe() (which shows no secret and no sensitive-looking option at all).
-// Forced: enable.idempotence=true and acks=all; setting either to anything weaker is a
-// ConfigError. max.in.flight must stay <= 5 (librdkafka refuses more with idempotence), which
-// is what keeps messages of one key in order across retries. Kerberos never runs kinit.
-// Defaults that differ from librdkafka's: partitioner=murmur2_random (the Java client's
-// partitioner, so a key lands on the same partition as from Debezium or any Java producer)
-// client.id=outbox-relay, and linger.ms=1 (a batch goes out in few requests; the sink
-// flushes once a whole batch is queued, so nothing waits for it). All can be overridden.
-// max_message_bytes() is the effective message.max.bytes (librdkafka's default 1000000).
+// Options: the allowlist and the forced and changed defaults in kafka_options.hpp, the
+// reference in docs/sink-options.md (required: bootstrap.servers; enable.idempotence and
+// acks=all forced; partitioner murmur2_random as the Java client's). Secrets are redacted from
+// every text the sink hands out. max_message_bytes() is the effective message.max.bytes.
 //
 // Each message: topic from the template, key = aggregateid, value = payload, headers id,
 // type, then the event's own headers; timestamp per the `timestamp` option.
@@ -78,18 +62,14 @@
 // sink is destroyed: the destructor stops the thread first, and a batch still started then
 // is forgotten, its outcomes not touched.
 //
-// Threads: the sink runs one thread of its own, besides librdkafka's. start() only hands
-// the batch to it and returns; the thread queues the messages in librdkafka (routing,
-// headers, the producer's per-message work), flushes once a batch is queued, and serves the
-// delivery reports. So that work runs beside the relay's database work instead of on its
-// thread. The thread starts in the constructor (the relay creates sinks with signals
-// blocked, so it never runs PostgreSQL's signal handlers) and is joined by the destructor.
-// One mutex guards the sink's state; callbacks take it, and no librdkafka call that serves
-// callbacks (poll, flush) is made while it is held, nor the WaitObserver called: finish()
-// calls it on the relay's thread before it first waits and then every 100 ms, with the
-// latest error_cb text (cleared by an acknowledgement). Callbacks never throw. librdkafka's own
-// log lines (from any of its threads) are kept for take_log(), at most kMaxLogLines between
-// two calls; they never go to stderr.
+// Threads: besides librdkafka's, one of the sink's own, started in the constructor (with
+// signals blocked, as the relay creates sinks) and joined by the destructor. start() hands it
+// the batch; it queues the messages (routing, headers), flushes, and serves the delivery
+// reports, beside the relay's database work. One mutex guards the sink's state; callbacks take
+// it and never throw; no librdkafka call that serves callbacks is made, nor the WaitObserver
+// called (by finish(), on the relay's thread, every 100 ms, with the latest error_cb text),
+// while it is held. librdkafka's log lines are kept for take_log() (at most kMaxLogLines
+// between two calls), never written to stderr.
 #pragma once
 
 #include <librdkafka/rdkafka.h>
@@ -107,7 +87,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "sinks/failed_keys.hpp"
+#include "sinks/kafka_batch.hpp"
 #include "sinks/kafka_partitioner.hpp"
 #include "sinks/routing.hpp"
 #include "sinks/sink.hpp"
@@ -133,8 +113,7 @@ class KafkaSink final : public Sink {
   std::vector<LogLine> take_log() override;
   std::size_t max_message_bytes() const override { return max_message_bytes_; }
 
-  // Log lines kept between two take_log() calls; more are counted, not kept.
-  static constexpr std::size_t kMaxLogLines = 100;
+  static constexpr std::size_t kMaxLogLines = 100;  // kept between take_log()s; more counted
 
   // How a librdkafka error code counts for one message, and how it reads.
   static Delivery classify(rd_kafka_resp_err_t err);
@@ -146,26 +125,7 @@ class KafkaSink final : public Sink {
  private:
   using Clock = std::chrono::steady_clock;
 
-  // A started, unfinished batch. Message i carries the sequence number first_seq + i as its
-  // delivery report's opaque.
-  struct Batch {
-    std::uint64_t first_seq = 0;
-    const std::vector<Message>* messages = nullptr;
-    std::vector<Outcome>* outcomes = nullptr;
-    std::vector<char> waiting;  // 1 while message i has no outcome yet
-    std::size_t pending = 0;    // how many are waiting
-    std::size_t acked = 0;
-    Clock::time_point progress_at;  // when it was queued, or a message last got its outcome
-    Clock::time_point deadline;
-    std::chrono::milliseconds timeout{0};
-    bool queued = false;  // the sink's thread is done with its messages
-    // Keys of its messages not delivered (rejected or deferred before they were queued, refused
-    // for a partition without a leader, stragglers): later messages of these keys are not
-    // queued but kDeferred, with the first one's error.
-    FailedKeys rejected_keys;
-    // The same, of the batches that were unfinished when this one was started.
-    FailedKeys earlier_keys;
-  };
+  using Batch = KafkaBatch;
   // A started batch whose messages the sink's thread has yet to queue.
   struct Job {
     Batch* batch;
@@ -211,8 +171,8 @@ class KafkaSink final : public Sink {
   std::unique_ptr<KafkaPartitioner> partitioner_;  // set before rk_ makes any topic
   // straggler.timeout.ms: how long the rest of a batch that has acks may go without a report.
   std::chrono::milliseconds straggler_timeout_{0};
-  // Within straggler_timeout_ of a refusal for a partition without a leader, the wait is this
-  // short: what is still pending then most likely waits for that partition.
+  // The straggler wait within straggler_timeout_ of a refusal (no leader): what is pending
+  // then most likely waits for that partition.
   static constexpr std::chrono::milliseconds kLeaderLostPatience{100};
   // Guards everything below, except fatal_ (atomic) and rk_ (librdkafka is thread-safe).
   std::mutex mu_;
@@ -233,7 +193,7 @@ class KafkaSink final : public Sink {
   std::atomic<bool> fatal_{false};
   std::string fatal_error_;  // set once, when fatal_ becomes true
   std::string last_error_;   // the latest client-level error (error_cb), for timeout messages
-  Clock::time_point leader_lost_at_;  // the partitioner's latest refusal (no leader)
+  Clock::time_point leader_lost_at_;  // the partitioner's latest refusal
 
   // Started, unfinished batches, oldest first. A delivery report whose sequence number is in
   // none of them (a late one from a batch that timed out) is ignored.
