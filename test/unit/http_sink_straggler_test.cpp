@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <initializer_list>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,14 +32,16 @@ int count(const TestServer& server, const std::string& id) {
   return n;
 }
 
-Batch keys_a_b() {
+// a-1 a-2, and the same for each further key: the relay's retry of key a alone, or a batch.
+Batch keys(std::initializer_list<const char*> names) {
   Batch b;
-  b.add("a", 1);
-  b.add("a", 2);
-  b.add("b", 1);
-  b.add("b", 2);
+  for (const char* name : names) {
+    b.add(name, 1);
+    b.add(name, 2);
+  }
   return b;
 }
+Batch keys_a_b() { return keys({"a", "b"}); }
 
 TEST(HttpSinkStraggler, GivenUpHoldsItsKeyAndCountsWhenAnsweredLate) {
   TestServer server([](const Received& r) {
@@ -56,9 +59,7 @@ TEST(HttpSinkStraggler, GivenUpHoldsItsKeyAndCountsWhenAnsweredLate) {
   EXPECT_EQ(out[3].delivery, Delivery::kAcked);
 
   // The relay's retry while a-1 is still in flight: nothing of key a is sent.
-  Batch retry;
-  retry.add("a", 1);
-  retry.add("a", 2);
+  Batch retry = keys({"a"});
   out = send(sink, retry);
   EXPECT_EQ(out[0].delivery, Delivery::kUnavailable);  // backs off, not back at once
   EXPECT_NE(out[0].error.find("still in flight"), std::string::npos) << out[0].error;
@@ -66,9 +67,7 @@ TEST(HttpSinkStraggler, GivenUpHoldsItsKeyAndCountsWhenAnsweredLate) {
   EXPECT_EQ(count(server, "a-2"), 0);
 
   std::this_thread::sleep_for(900ms);  // a-1 is answered 200 meanwhile
-  Batch again;
-  again.add("a", 1);
-  again.add("a", 2);
+  Batch again = keys({"a"});
   out = send(sink, again);
   EXPECT_EQ(out[0].delivery, Delivery::kAcked);
   EXPECT_EQ(out[1].delivery, Delivery::kAcked);
@@ -90,9 +89,7 @@ TEST(HttpSinkStraggler, GivenUpAndTimedOutIsSentAgain) {
   EXPECT_EQ(out[2].delivery, Delivery::kAcked);
 
   std::this_thread::sleep_for(600ms);  // a-1 timed out meanwhile
-  Batch again;
-  again.add("a", 1);
-  again.add("a", 2);
+  Batch again = keys({"a"});
   out = send(sink, again);
   EXPECT_EQ(out[0].delivery, Delivery::kAcked);
   EXPECT_EQ(out[1].delivery, Delivery::kAcked);
