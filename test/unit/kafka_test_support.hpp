@@ -63,11 +63,16 @@ struct Record {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
+// How many records count towards `expected`: all of them, or (with duplicates in the log) the
+// distinct event ids, the first header.
+enum class Count { kRecords, kDistinctIds };
+
 // Every record of `topic` from the beginning: waits until `expected` arrived (or `timeout`
 // passed), then a little longer to catch extra ones.
 inline std::vector<Record> consume(const std::string& bootstraps, const std::string& topic,
                                    std::size_t expected,
-                                   std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+                                   std::chrono::milliseconds timeout = std::chrono::seconds(10),
+                                   Count count = Count::kRecords) {
   char errstr[256];
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   for (auto [name, value] : {std::pair{"bootstrap.servers", bootstraps.c_str()},
@@ -100,11 +105,13 @@ inline std::vector<Record> consume(const std::string& bootstraps, const std::str
   rd_kafka_topic_partition_list_destroy(parts);
 
   std::vector<Record> out;
+  std::set<std::string> ids;
   auto deadline = Clock::now() + timeout;
   auto extra_until = Clock::time_point::max();
   while (Clock::now() < std::min(deadline, extra_until)) {
     rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, 50);
-    if (out.size() >= expected && extra_until == Clock::time_point::max()) {
+    const std::size_t got = count == Count::kRecords ? out.size() : ids.size();
+    if (got >= expected && extra_until == Clock::time_point::max()) {
       extra_until = Clock::now() + std::chrono::milliseconds(300);
     }
     if (m == nullptr) continue;
@@ -124,6 +131,7 @@ inline std::vector<Record> consume(const std::string& bootstraps, const std::str
           r.headers.emplace_back(name, std::string(static_cast<const char*>(value), size));
         }
       }
+      if (!r.headers.empty()) ids.insert(r.headers.front().second);
       out.push_back(std::move(r));
     }
     rd_kafka_message_destroy(m);
