@@ -1,5 +1,8 @@
 #include "core/pacing.hpp"
 
+#include <time.h>
+
+#include <algorithm>
 #include <cmath>
 
 namespace outbox::pacing {
@@ -19,28 +22,26 @@ int with_jitter(int ms, std::mt19937_64& rng) {
   return jittered < 1 ? 1 : jittered;
 }
 
-int64_t BatchPacer::wait_us(int64_t now_us, int64_t min_interval_us) const {
-  const int64_t gather_until = last_start_us_ + min_interval_us;
-  return gather_next_ && now_us < gather_until ? gather_until - now_us : 0;
+int64_t BatchPacer::wait_us(int64_t now_us, int64_t max_interval_us) const {
+  if (full_ || max_interval_us <= 0) return 0;
+  const auto spacing = std::min<int64_t>(max_interval_us, std::llround(cost_us_ / kShare));
+  const int64_t start_at = last_start_us_ + spacing;
+  return now_us < start_at ? start_at - now_us : 0;
 }
 
-void BatchPacer::started(int64_t start_us) {
-  previous_start_us_ = last_start_us_;
-  last_start_us_ = start_us;
+// A batch that did more than send (the first one prepares its plans; a seal round, a
+// checkpoint's stall) counts as at most twice the average: it must not make the next commits
+// wait. A cost that stays higher still takes over, by an eighth more per batch.
+void BatchPacer::finished(int64_t cpu_us, bool full) {
+  const double sample = std::clamp(static_cast<double>(cpu_us), 0.0, 2 * cost_us_ + kCostFloorUs);
+  cost_us_ += kCostWeight * (sample - cost_us_);
+  full_ = full;
 }
 
-// The rate: a moving average of what each batch found over the time since the one before
-// started (with a single time constant, each event adds 1 / kRateTimeConstantUs however the
-// batches fall).
-void BatchPacer::finished(int events, bool full) {
-  const int64_t elapsed_us = last_start_us_ - previous_start_us_;
-  if (elapsed_us > 0) {
-    const double sample = static_cast<double>(events) * 1e6 / static_cast<double>(elapsed_us);
-    const double weight = 1.0 - std::exp(-static_cast<double>(elapsed_us) / kRateTimeConstantUs);
-    rate_ += weight * (sample - rate_);
-    heavy_ = rate_ >= (heavy_ ? kGatherAbovePerSecond / 2 : kGatherAbovePerSecond);
-  }
-  gather_next_ = heavy_ && !full;
+int64_t thread_cpu_us() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
 }
 
 }  // namespace outbox::pacing

@@ -18,38 +18,43 @@ int backoff_ms(int min_ms, int max_ms, int attempt);
 // all come back at once; a rejected event's retry time does not (docs/reference.md).
 int with_jitter(int ms, std::mt19937_64& rng);
 
-// Whether the next batch starts at once or waits for commits to gather. Under a stream of
-// small commits every one of them wakes the relay, and a batch per commit costs CPU that
-// writers need, even when each batch finds one event (a single fast writer). While the
-// stream is heavy, the next batch starts min_interval after the last one started, so that
-// commits gather; slower streams, and an idle relay, send a commit at once.
+// When the next batch starts: at once, unless the relay would then spend more than
+// kShare of a core on batches that commits could share. Under a stream of small commits every
+// commit wakes the relay, and a batch per commit costs the relay a fixed CPU price (its
+// statements, the sink call), whatever it finds. So the next batch starts no sooner than
+// cost / kShare after the last one started, cost being a moving average of the CPU a batch
+// took: with a batch costing ~0.2 ms that is ~0.8 ms, so commits gather only when they come
+// faster than that, and then by fractions of a millisecond, not by a fixed interval. Batches
+// grow with the stream; the relay's share stays at kShare until they are full. A full batch
+// (a backlog) never waits.
 class BatchPacer {
  public:
-  // Heavy from this rate (events per second) until it falls under half of it: a dip in one
-  // gathering interval does not bring back a batch per commit. Slower streams (200
-  // commits/s: the latency target), and bursts of a few commits, are sent a commit at a time.
-  static constexpr double kGatherAbovePerSecond = 1000;
-  // The rate is a moving average with this time constant.
-  static constexpr double kRateTimeConstantUs = 50 * 1000;
+  // The share of one core the relay may spend on batches that could have been one.
+  static constexpr double kShare = 0.25;
+  // Weight of the latest batch in the moving average of the cost.
+  static constexpr double kCostWeight = 1.0 / 8;
+  // A batch counts as at most twice the average cost plus this (see finished()).
+  static constexpr double kCostFloorUs = 100;
 
-  // How long a batch that would start at now_us waits: until min_interval_us after the last
-  // one started, while the stream is heavy and the last batch was not full; else 0.
-  int64_t wait_us(int64_t now_us, int64_t min_interval_us) const;
+  // How long a batch that would start at now_us waits (0: it starts now). max_interval_us
+  // (outbox.min_batch_interval) caps the wait; 0 turns gathering off.
+  int64_t wait_us(int64_t now_us, int64_t max_interval_us) const;
   // A batch starts at start_us.
-  void started(int64_t start_us);
-  // The batch that started last found `events` events; `full`: it stopped at its limits
-  // (more are waiting: no reason to gather).
-  void finished(int events, bool full);
+  void started(int64_t start_us) { last_start_us_ = start_us; }
+  // The batch that started last took cpu_us of the relay's CPU; `full`: it stopped at its
+  // limits (more are waiting: no reason to gather).
+  void finished(int64_t cpu_us, bool full);
 
-  double rate() const { return rate_; }
-  bool heavy() const { return heavy_; }
+  double cost_us() const { return cost_us_; }
 
  private:
   int64_t last_start_us_ = 0;
-  int64_t previous_start_us_ = 0;
-  bool gather_next_ = false;
-  double rate_ = 0;  // events per second
-  bool heavy_ = false;
+  double cost_us_ = 0;
+  bool full_ = false;
 };
+
+// The CPU time the calling thread has used, in microseconds. The relay's own work, not a
+// client library's threads, whose timers tick whether batches come or not.
+int64_t thread_cpu_us();
 
 }  // namespace outbox::pacing

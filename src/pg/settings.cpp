@@ -125,12 +125,10 @@ void define_settings() {
       PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr, nullptr);
 
   DefineCustomIntVariable(
-      "outbox.min_batch_interval",
-      "Under a stream of commits, the shortest time between the starts of two batches.",
-      "Applies while events arrive faster than 1000 per second and batches are not full: "
-      "commits arriving meanwhile gather into one batch instead of one batch each, which "
-      "saves the CPU writers need. Slower streams, a lone commit and an idle relay start at "
-      "once. 0 disables it.",
+      "outbox.min_batch_interval", "The longest a batch waits for commits to gather.",
+      "A batch per commit while that costs the relay less than a quarter of a core (its "
+      "measured CPU per batch); beyond that commits gather for the measured cost / 0.25, at "
+      "most this long. A full batch never waits. 0 disables gathering.",
       &settings.min_batch_interval_ms, settings.min_batch_interval_ms, 0, 1000, PGC_SIGHUP,
       GUC_UNIT_MS, nullptr, nullptr, nullptr);
   DefineCustomBoolVariable(

@@ -68,16 +68,18 @@ Relay::Pause Relay::step() {
     if (now < counters.backoff_until) {
       return {Pause::kBackingOff, static_cast<int>((counters.backoff_until - now) / 1000) + 1};
     }
-    // Under a heavy stream of commits, they gather (core/pacing.hpp): the loop waits, and the
-    // next pass sends them.
+    // Under a stream of commits that would cost the relay more than its share of a core, they
+    // gather (core/pacing.hpp): the loop waits, and the next pass sends them.
     const int64 gather_us =
         pacer_.wait_us(now, static_cast<int64>(settings.min_batch_interval_ms) * 1000);
-    if (gather_us > 0) return {Pause::kGathering, static_cast<int>((gather_us + 999) / 1000)};
+    // A latch waits whole milliseconds: to the nearest, so a wait under half of one is none.
+    if (gather_us >= 500) return {Pause::kGathering, static_cast<int>((gather_us + 500) / 1000)};
     // Before the fetch's snapshot: a commit it does not see sets the latch.
     wake_on_commit(true);
     pacer_.started(now);
+    const int64_t cpu_before = pacing::thread_cpu_us();
     BatchResult result = run_transaction();
-    pacer_.finished(result.fetched, result.full);
+    pacer_.finished(pacing::thread_cpu_us() - cpu_before, result.full);
     // At shutdown the sink stops waiting: not an outage to log or back off from.
     if ((result.unavailable > 0 || result.abandoned) && ShutdownRequestPending) {
       return {Pause::kForEvents, 0};

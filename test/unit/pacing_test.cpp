@@ -87,11 +87,11 @@ TEST(Jitter, OfTheLongestDelayDoesNotOverflow) {
   }
 }
 
-// A stream of batches `every_us` apart, each finding `events` events (not full).
-void stream(BatchPacer& pacer, int64_t& now, int64_t every_us, int events, int batches) {
+// Batches `every_us` apart, each costing `cpu_us` of CPU (not full).
+void stream(BatchPacer& pacer, int64_t& now, int64_t every_us, int64_t cpu_us, int batches) {
   for (int i = 0; i < batches; ++i) {
     pacer.started(now);
-    pacer.finished(events, false);
+    pacer.finished(cpu_us, false);
     now += every_us;
   }
 }
@@ -99,87 +99,79 @@ void stream(BatchPacer& pacer, int64_t& now, int64_t every_us, int events, int b
 // Microseconds since 2000, as PostgreSQL counts: the first batch comes long after "0".
 constexpr int64_t kStart = 800'000'000'000'000;
 constexpr int64_t kInterval = 50'000;  // outbox.min_batch_interval's default
+constexpr int64_t kCost = 200;         // a batch of one event, null sink, measured ~0.2 ms
 
 TEST(BatchPacer, AnIdleRelaySendsACommitAtOnce) {
   BatchPacer pacer;
+  EXPECT_EQ(pacer.wait_us(kStart, kInterval), 0);
   int64_t now = kStart;
-  EXPECT_EQ(pacer.wait_us(now, kInterval), 0);
-  stream(pacer, now, 1'000'000, 1, 5);  // one commit a second
-  EXPECT_FALSE(pacer.heavy());
+  stream(pacer, now, 0, kCost, 1);
+  EXPECT_EQ(pacer.wait_us(now + 1'000'000, kInterval), 0);
+}
+
+TEST(BatchPacer, StreamsTheRelayCanAffordAreSentACommitAtATime) {
+  // 800 commits/s: a batch every 1,250 us costs 16 % of a core, under kShare.
+  BatchPacer pacer;
+  int64_t now = kStart;
+  stream(pacer, now, 1'250, kCost, 1000);
+  EXPECT_NEAR(pacer.cost_us(), kCost, 1);
   EXPECT_EQ(pacer.wait_us(now, kInterval), 0);
 }
 
-TEST(BatchPacer, SlowStreamsAreSentACommitAtATime) {
+TEST(BatchPacer, ABurstWaitsFractionsOfAMillisecondNotTheInterval) {
+  // 20,000 commits/s: the next batch starts cost / kShare (800 us) after the last one.
   BatchPacer pacer;
   int64_t now = kStart;
-  stream(pacer, now, 5'000, 1, 1000);  // 200 commits/s for five seconds
-  EXPECT_NEAR(pacer.rate(), 200, 1);
-  EXPECT_FALSE(pacer.heavy());
-  EXPECT_EQ(pacer.wait_us(now, kInterval), 0);
+  stream(pacer, now, 50, kCost, 1000);
+  now -= 50;  // the moment the last batch started
+  EXPECT_EQ(pacer.wait_us(now + 50, kInterval), 750);
+  EXPECT_EQ(pacer.wait_us(now + 800, kInterval), 0);
+  EXPECT_EQ(pacer.wait_us(now + 50, 0), 0) << "min_batch_interval 0 turns it off";
+  EXPECT_EQ(pacer.wait_us(now + 50, 300), 250) << "min_batch_interval caps the wait";
 }
 
-TEST(BatchPacer, AHeavyStreamGathers) {
-  BatchPacer pacer;
-  int64_t now = kStart;
-  stream(pacer, now, 500, 1, 1000);  // 2000 commits/s, each batch finds one
-  EXPECT_NEAR(pacer.rate(), 2000, 1);
-  EXPECT_TRUE(pacer.heavy());
-  // The next batch waits until min_interval after the last one started (500 µs ago).
-  EXPECT_EQ(pacer.wait_us(now, kInterval), kInterval - 500);
-  EXPECT_EQ(pacer.wait_us(now + kInterval - 500, kInterval), 0);
-  EXPECT_EQ(pacer.wait_us(now, 0), 0) << "min_batch_interval 0 disables it";
-  // Gathered: 100 events per 50 ms batch is still 2000/s.
-  stream(pacer, now, kInterval, 100, 100);
-  EXPECT_TRUE(pacer.heavy());
+TEST(BatchPacer, TheWaitFollowsWhatABatchCosts) {
+  BatchPacer cheap, dear;
+  int64_t a = kStart, b = kStart;
+  stream(cheap, a, 50, 100, 1000);
+  stream(dear, b, 50, 2'000, 1000);
+  EXPECT_EQ(cheap.wait_us(a - 50, kInterval), 400);
+  EXPECT_EQ(dear.wait_us(b - 50, kInterval), 8'000);
 }
 
 TEST(BatchPacer, AFullBatchDoesNotWait) {
   BatchPacer pacer;
   int64_t now = kStart;
-  stream(pacer, now, 500, 1, 1000);
+  stream(pacer, now, 50, kCost, 100);
   pacer.started(now);
-  pacer.finished(1000, true);
-  EXPECT_TRUE(pacer.heavy());
+  pacer.finished(5'000, true);
   EXPECT_EQ(pacer.wait_us(now + 1, kInterval), 0);
 }
 
-TEST(BatchPacer, HeavyUntilTheRateFallsUnderHalf) {
-  BatchPacer light;
-  int64_t now = kStart;
-  stream(light, now, 1'000'000 / 700, 1, 2000);  // 700/s: not heavy from light
-  EXPECT_FALSE(light.heavy());
-
-  BatchPacer heavy;
-  now = kStart;
-  stream(heavy, now, 500, 1, 1000);
-  ASSERT_TRUE(heavy.heavy());
-  stream(heavy, now, 1'000'000 / 700, 1, 2000);  // 700/s: stays heavy
-  EXPECT_TRUE(heavy.heavy());
-  stream(heavy, now, 1'000'000 / 400, 1, 2000);  // 400/s: light again
-  EXPECT_FALSE(heavy.heavy());
-  EXPECT_EQ(heavy.wait_us(now, kInterval), 0);
-}
-
-TEST(BatchPacer, AQuietSecondEndsAHeavyStream) {
+TEST(BatchPacer, OneExpensiveBatchCountsAsTwiceTheAverage) {
   BatchPacer pacer;
   int64_t now = kStart;
-  stream(pacer, now, 500, 1, 1000);
-  ASSERT_TRUE(pacer.heavy());
-  now += 1'000'000;
-  stream(pacer, now, 0, 1, 1);
-  EXPECT_FALSE(pacer.heavy());
+  stream(pacer, now, 1'000, 30'000, 1);  // the first batch prepares its plans
+  EXPECT_NEAR(pacer.cost_us(), 12.5, 0.1);
+  stream(pacer, now, 1'000, kCost, 200);
+  stream(pacer, now, 1'000, kCost + 8'000, 1);  // a seal round, a checkpoint's stall
+  EXPECT_NEAR(pacer.cost_us(), kCost + 300.0 / 8, 1);
+  EXPECT_LT(pacer.wait_us(now - 1'000, kInterval), 1'000);
 }
 
-TEST(BatchPacer, BatchesStartingTogetherLeaveTheRateAsItIs) {
+TEST(BatchPacer, ACostThatStaysHigherTakesOver) {
   BatchPacer pacer;
   int64_t now = kStart;
-  stream(pacer, now, 500, 1, 1000);
-  pacer.started(now);
-  pacer.finished(1, false);
-  const double rate = pacer.rate();
-  pacer.started(now);  // no time since the last start
-  pacer.finished(50, false);
-  EXPECT_EQ(pacer.rate(), rate);
+  stream(pacer, now, 1'000, kCost, 200);
+  stream(pacer, now, 1'000, 5'000, 60);  // batches of a thousand events
+  EXPECT_NEAR(pacer.cost_us(), 5'000, 50);
+}
+
+TEST(Cpu, ThreadCpuTimeMovesWithWork) {
+  const int64_t before = outbox::pacing::thread_cpu_us();
+  volatile uint64_t x = 0;
+  for (int i = 0; i < 50'000'000; ++i) x = x + static_cast<uint64_t>(i);
+  EXPECT_GT(outbox::pacing::thread_cpu_us(), before);
 }
 
 }  // namespace
