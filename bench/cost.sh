@@ -207,16 +207,22 @@ echo
 echo "-- diagnostic: server CPU per event, no fsync, no round trip ($DIAG_ROUNDS rounds of $DIAG_CALLS"
 echo "   single-row statements in one PL/pgSQL loop, rolled back; median microseconds per event)"
 sql <<'EOF'
--- An unpartitioned copy of outbox.events (same columns, defaults and indexes): what the
--- partitioning costs a single-row INSERT.
+-- An unpartitioned copy of outbox.events (same columns and defaults, and a partition's
+-- indexes): what routing through the partitioned table costs a single-row INSERT.
 CREATE TABLE events_unpartitioned (LIKE outbox.events INCLUDING ALL);
+CREATE INDEX ON events_unpartitioned (seq);
+CREATE INDEX ON events_unpartitioned (seq) WHERE next_attempt_at IS NOT NULL;
+CREATE INDEX ON events_unpartitioned (seq) WHERE dead_at IS NOT NULL;
+CREATE INDEX ON events_unpartitioned (id);
 EOF
+PART=$(sqlv "SELECT tableoid::regclass FROM outbox.events ORDER BY seq DESC LIMIT 1")
 declare -A DIAG=(
   [a_loop]="PERFORM i"
   [b_enqueue]="PERFORM outbox.enqueue('order', i::text, 'OrderPlaced', p)"
   [b_enqueue_id]="PERFORM outbox.enqueue('order', i::text, 'OrderPlaced', p, NULL, lpad(to_hex(i), 32, '0')::uuid)"
   [c_naive]="INSERT INTO outbox_naive (aggregatetype, aggregateid, type, payload) VALUES ('order', i::text, 'OrderPlaced', p)"
   [d_events]="INSERT INTO outbox.events (id, aggregatetype, aggregateid, type, payload, created_at, part_at) VALUES (lpad(to_hex(i), 32, '0')::uuid, 'order', i::text, 'OrderPlaced', p, now(), now())"
+  [d_part]="INSERT INTO $PART (id, aggregatetype, aggregateid, type, payload, created_at, part_at) VALUES (lpad(to_hex(i), 32, '0')::uuid, 'order', i::text, 'OrderPlaced', p, now(), now())"
   [e_unpart]="INSERT INTO events_unpartitioned (id, aggregatetype, aggregateid, type, payload, created_at, part_at) VALUES (lpad(to_hex(i), 32, '0')::uuid, 'order', i::text, 'OrderPlaced', p, now(), now())"
   [f_uuid]="PERFORM lpad(to_hex(i), 32, '0')::uuid"
   [g_random]="PERFORM gen_random_uuid()"
@@ -227,7 +233,8 @@ declare -A DIAG_LABEL=(
   [b_enqueue_id]="outbox.enqueue() given the id (no random bytes drawn)"
   [c_naive]="INSERT into the bigserial table (7 cols, 2 indexes)"
   [d_events]="INSERT straight into outbox.events (partitioned)"
-  [e_unpart]="INSERT into an unpartitioned copy of outbox.events"
+  [d_part]="INSERT straight into the partition of now()"
+  [e_unpart]="INSERT into an unpartitioned copy, a partition's indexes"
   [f_uuid]="  (making the id for the rows above that are given one)"
   [g_random]="gen_random_uuid(): 16 bytes from pg_strong_random()"
 )
@@ -292,6 +299,18 @@ sel=$(awk '$1 == "t1_select" { print $2 }' "$tx" | median)
 for t in $(printf '%s\n' "${!TX[@]}" | sort); do
   us=$(awk -v t="$t" '$1 == t { print $2 }' "$tx" | median)
   printf '   %-55s %6.1f us  (%+.1f)\n' "${TX_LABEL[$t]}" "$us" "$(awk -v a="$us" -v b="$sel" 'BEGIN { print a - b }')"
+done
+
+echo
+echo "-- targets of issue #24 (enqueue at the price of a plain INSERT)"
+enq_us=$(awk '$1 == "b_enqueue" { print $2 }' "$diag" | median)
+nai_us=$(awk '$1 == "c_naive" { print $2 }' "$diag" | median)
+verdict "server CPU per event: enqueue at most 1.1x the hand INSERT (measured $(ratio "$enq_us" "$nai_us")x: $enq_us vs $nai_us us)" \
+  "$(awk -v a="$enq_us" -v b="$nai_us" 'BEGIN { print (a <= 1.1 * b) ? 1 : 0 }')"
+for c in $CLIENTS; do
+  enq=${OVER[$c.enqueue1]}; nai=${OVER[$c.naive1]}
+  verdict "clients=$c, one statement: enqueue's cost over order-only at most 1.2x the hand INSERT's (measured $(awk -v x="$enq" -v y="$nai" 'BEGIN { printf "%+.1f%% vs %+.1f%%: %.2fx", 100 * (x - 1), 100 * (y - 1), (y > 1) ? (x - 1) / (y - 1) : 0 }'))" \
+    "$(awk -v x="$enq" -v y="$nai" 'BEGIN { print (x - 1 <= 1.2 * (y - 1)) ? 1 : 0 }')"
 done
 
 echo

@@ -75,3 +75,29 @@ SELECT regress.try($$SELECT outbox.enqueue_batch('[
   {"aggregatetype": "order", "aggregateid": "9", "type": "t", "payload": {}, "id": "33333333-3333-3333-3333-333333333333"},
   {"aggregatetype": "order", "aggregateid": "9", "type": "t", "payload": {"other": 1}, "id": "33333333-3333-3333-3333-333333333333"}]')$$);
 SELECT count(*) AS nothing_written FROM outbox.events WHERE id = '33333333-3333-3333-3333-333333333333';
+
+-- enqueue writes its row straight into the partition. A trigger on outbox.events (or a
+-- policy, a CHECK, a column someone added) needs the executor: enqueue then runs an INSERT,
+-- and the trigger fires. Both ways write the same row.
+CREATE FUNCTION regress.saw_event() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE NOTICE 'trigger saw % %', NEW.aggregatetype, NEW.aggregateid;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER saw_event BEFORE INSERT ON outbox.events
+  FOR EACH ROW EXECUTE FUNCTION regress.saw_event();
+SELECT outbox.enqueue('order', 'trig', 't', '{"n": 1}') IS NOT NULL AS written;
+DROP TRIGGER saw_event ON outbox.events;
+DROP FUNCTION regress.saw_event();
+SELECT outbox.enqueue('order', 'trig', 't', '{"n": 1}') IS NOT NULL AS written;
+SELECT count(*) AS rows, count(DISTINCT tableoid) AS partitions,
+       bool_and(attempts = 0 AND published_at IS NULL AND next_attempt_at IS NULL
+                AND dead_at IS NULL AND last_error IS NULL AND part_at = created_at
+                AND payload = '{"n": 1}' AND headers IS NULL) AS same_row,
+       max(seq) > min(seq) AS seq_drawn
+  FROM outbox.events WHERE aggregateid = 'trig';
+
+-- In a read-only transaction, the error an INSERT gives there.
+BEGIN READ ONLY;
+SELECT regress.try($$SELECT outbox.enqueue('order', 'ro', 't', '{}')$$);
+ROLLBACK;

@@ -1,9 +1,10 @@
 // outbox.enqueue() and outbox.enqueue_batch(): write events in the caller's transaction.
 //
 // Each event is validated by the plain C++ rules in core/event_rules, gets a UUIDv7 id
-// unless the caller gave one, and is inserted with a prepared SPI plan kept for the life of
-// the backend. The insert runs in the caller's transaction: the event commits or rolls
-// back with the business rows.
+// unless the caller gave one, and is written straight into its partition
+// (pg/event_insert.hpp), or, when outbox.events has a trigger or the like, with a prepared
+// SPI INSERT kept for the life of the backend. The insert runs in the caller's transaction:
+// the event commits or rolls back with the business rows.
 //
 // Which partition an event goes to (part_at) is pg/partition_route.hpp's.
 //
@@ -16,6 +17,7 @@
 #include "core/event_rules.hpp"
 #include "core/uuid7.hpp"
 #include "pg/boundary.hpp"
+#include "pg/event_insert.hpp"
 #include "pg/given_id.hpp"
 #include "pg/jsonb_object.hpp"
 #include "pg/partition_route.hpp"
@@ -185,6 +187,10 @@ Datum insert_event(const char* function, const EventDatums& e) {
   const TimestampTz part_at = partition_time(created);
   Datum id = e.id_null ? UUIDPGetDatum(new_id(created)) : e.id;
   guard([&] {
+    const EventRow row{id,        e.aggregatetype, e.aggregateid, e.type, e.payload,
+                       e.headers, e.headers_null,  created,       part_at};
+    if (insert_event_row(row)) return;
+    // A trigger, a policy or a column someone added to outbox.events: the executor's INSERT.
     if (state.insert_plan == nullptr) {
       Oid types[kInsertArgs] = {UUIDOID,  TEXTOID,  TEXTOID,        TEXTOID,
                                 JSONBOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID};

@@ -1,0 +1,190 @@
+// See event_insert.hpp.
+#include "pg/event_insert.hpp"
+
+#include <array>
+#include <cstring>
+
+extern "C" {
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "commands/sequence.h"
+#include "executor/executor.h"
+#include "partitioning/partbounds.h"
+#include "partitioning/partdesc.h"
+#include "tcop/utility.h"
+#include "utils/acl.h"
+#include "utils/lsyscache.h"
+#include "utils/partcache.h"
+#include "utils/rel.h"
+}
+
+namespace outbox::pg {
+namespace {
+
+// outbox.events' columns, all of them: a partition with any other column needs the executor
+// (its default).
+enum Column {
+  kSeq,
+  kCreatedAt,
+  kPartAt,
+  kPublishedAt,
+  kNextAttemptAt,
+  kDeadAt,
+  kAttempts,
+  kId,
+  kAggregatetype,
+  kAggregateid,
+  kType,
+  kPayload,
+  kHeaders,
+  kLastError,
+  kColumns
+};
+constexpr std::array<const char*, kColumns> kNames = {
+    "seq",     "created_at", "part_at", "published_at",  "next_attempt_at",
+    "dead_at", "attempts",   "id",      "aggregatetype", "aggregateid",
+    "type",    "payload",    "headers", "last_error"};
+
+// The partition of the parent that holds part_at, as the executor's tuple routing finds it;
+// InvalidOid when none does.
+Oid partition_for(Relation parent, TimestampTz part_at) {
+  PartitionKey key = RelationGetPartitionKey(parent);
+  PartitionDesc desc = RelationGetPartitionDesc(parent, true);
+  PartitionBoundInfo bounds = desc->boundinfo;
+  if (bounds == nullptr || key->strategy != PARTITION_STRATEGY_RANGE || key->partnatts != 1) {
+    return InvalidOid;
+  }
+  Datum value = TimestampTzGetDatum(part_at);
+  bool equal = false;
+  const int offset = partition_range_datum_bsearch(key->partsupfunc, key->partcollation, bounds, 1,
+                                                   &value, &equal);
+  const int index = bounds->indexes[offset + 1];
+  return index < 0 ? InvalidOid : desc->oids[index];
+}
+
+bool needs_executor(Relation rel) {
+  return rel->trigdesc != nullptr || rel->rd_rel->relrowsecurity ||
+         (rel->rd_att->constr != nullptr &&
+          (rel->rd_att->constr->num_check > 0 || rel->rd_att->constr->has_generated_stored));
+}
+
+// The row's values in the partition's column order; false when it has a column that is not
+// outbox's.
+bool fill(TupleDesc desc, const EventRow& row, int64 seq, Datum* values, bool* nulls) {
+  for (int i = 0; i < desc->natts; ++i) {
+    Form_pg_attribute att = TupleDescAttr(desc, i);
+    values[i] = 0;
+    nulls[i] = true;
+    if (att->attisdropped) continue;
+    // Partitions made by outbox have the columns in this order: the match is one strcmp.
+    int column = i < kColumns && strcmp(NameStr(att->attname), kNames[i]) == 0 ? i : -1;
+    for (int c = 0; column < 0 && c < kColumns; ++c) {
+      if (strcmp(NameStr(att->attname), kNames[c]) == 0) column = c;
+    }
+    nulls[i] = false;
+    switch (column) {
+      case kSeq:
+        values[i] = Int64GetDatum(seq);
+        break;
+      case kCreatedAt:
+        values[i] = TimestampTzGetDatum(row.created_at);
+        break;
+      case kPartAt:
+        values[i] = TimestampTzGetDatum(row.part_at);
+        break;
+      case kAttempts:
+        values[i] = Int32GetDatum(0);
+        break;
+      case kId:
+        values[i] = row.id;
+        break;
+      case kAggregatetype:
+        values[i] = row.aggregatetype;
+        break;
+      case kAggregateid:
+        values[i] = row.aggregateid;
+        break;
+      case kType:
+        values[i] = row.type;
+        break;
+      case kPayload:
+        values[i] = row.payload;
+        break;
+      case kHeaders:
+        values[i] = row.headers;
+        nulls[i] = row.headers_null;
+        break;
+      case kPublishedAt:
+      case kNextAttemptAt:
+      case kDeadAt:
+      case kLastError:
+        nulls[i] = true;
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool insert_event_row(const EventRow& row) {
+  // The errors an INSERT gives in a read-only transaction (a standby's too) and in a
+  // parallel worker.
+  PreventCommandIfReadOnly("INSERT");
+  PreventCommandIfParallelMode("INSERT");
+  const Oid nsp = get_namespace_oid("outbox", false);
+  const Oid parent_oid = get_relname_relid("events", nsp);
+  const Oid seq_oid = get_relname_relid("events_seq", nsp);
+  if (!OidIsValid(parent_oid) || !OidIsValid(seq_oid)) return false;
+  // The lock an INSERT into outbox.events takes, and its privilege check (the partitions'
+  // are not checked when a row is routed to them).
+  Relation parent = table_open(parent_oid, RowExclusiveLock);
+  const AclResult acl = pg_class_aclcheck(parent_oid, GetUserId(), ACL_INSERT);
+  if (acl != ACLCHECK_OK) aclcheck_error(acl, OBJECT_TABLE, RelationGetRelationName(parent));
+  const Oid part_oid = needs_executor(parent) ? InvalidOid : partition_for(parent, row.part_at);
+  if (!OidIsValid(part_oid)) {
+    table_close(parent, NoLock);
+    return false;
+  }
+  Relation rel = table_open(part_oid, RowExclusiveLock);
+  TupleDesc desc = RelationGetDescr(rel);
+  Datum* values = static_cast<Datum*>(palloc(sizeof(Datum) * desc->natts));
+  bool* nulls = static_cast<bool*>(palloc(sizeof(bool) * desc->natts));
+  if (rel->rd_rel->relkind != RELKIND_RELATION || needs_executor(rel) ||
+      !fill(desc, row, 0, values, nulls)) {
+    table_close(rel, NoLock);
+    table_close(parent, NoLock);
+    return false;
+  }
+  // outbox._next_seq(): the transaction's xid before the sequence value (low_water.cpp).
+  (void)GetTopTransactionId();
+  const int64 seq = nextval_internal(seq_oid, true);
+  fill(desc, row, seq, values, nulls);
+
+  EState* estate = CreateExecutorState();
+  ResultRelInfo* info = makeNode(ResultRelInfo);
+  InitResultRelInfo(info, rel, 0, nullptr, 0);
+  ExecOpenIndices(info, false);
+  TupleTableSlot* slot = ExecInitExtraTupleSlot(estate, desc, &TTSOpsVirtual);
+  memcpy(slot->tts_values, values, sizeof(Datum) * desc->natts);
+  memcpy(slot->tts_isnull, nulls, sizeof(bool) * desc->natts);
+  ExecStoreVirtualTuple(slot);
+  table_tuple_insert(rel, slot, GetCurrentCommandId(true), 0, nullptr);
+  if (info->ri_NumIndices > 0) insert_index_entries(info, slot, estate);
+  ExecCloseIndices(info);
+  ExecResetTupleTable(estate->es_tupleTable, false);
+  FreeExecutorState(estate);
+  table_close(rel, NoLock);
+  table_close(parent, NoLock);
+  // As after an INSERT run through SPI: the next command of this transaction (enqueue's own
+  // lookup of a given id, in enqueue_batch) sees the row.
+  CommandCounterIncrement();
+  return true;
+}
+
+}  // namespace outbox::pg
