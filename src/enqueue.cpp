@@ -7,7 +7,6 @@
 // the event commits or rolls back with the business rows.
 //
 // Which partition an event goes to (part_at) is pg/partition_route.hpp's.
-//
 // An id given by the caller is an idempotency key: enqueue with an id that an event of the
 // table already has writes nothing and returns the id when the event is the same, and fails
 // with 23505 when it is not (see insert_event).
@@ -212,7 +211,7 @@ Datum insert_event(const char* function, const EventDatums& e) {
     int rc = SPI_execute_plan(state.insert_plan, values, nulls, false, 0);
     if (rc != SPI_OK_INSERT) elog(ERROR, "outbox: insert failed: %s", SPI_result_code_string(rc));
   });
-  relay_wake_at_commit(false);
+  guard([&] { relay_wake_owner_at_commit(e.aggregatetype, e.aggregateid); });
   return id;
 }
 

@@ -4,6 +4,7 @@
 #include "pg/settings.hpp"
 
 extern "C" {
+#include "catalog/pg_collation.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
@@ -11,6 +12,7 @@ extern "C" {
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "tcop/utility.h"
+#include "utils/builtins.h"
 }
 
 namespace outbox::pg {
@@ -21,6 +23,7 @@ struct Slot {
   bool in_use;
   PGPROC* proc;         // the worker's PGPROC: its procLatch is what we set
   bool wake_on_commit;  // commits that only enqueued set the latch
+  uint64 wake_shards;   // ... if they enqueued in one of these shards
   WorkerCounters counters;
   TimestampTz restart_at;
   char detail[256];
@@ -42,9 +45,11 @@ shmem_startup_hook_type prev_shmem_startup = nullptr;
 shmem_request_hook_type prev_shmem_request = nullptr;
 ProcessUtility_hook_type prev_process_utility = nullptr;
 
-// Per-backend, per-transaction flags for the commit callback.
-bool wake_pending = false;
+// Per-backend, per-transaction flags for the commit callback: the shards whose owners to
+// wake, and whether the configuration changed.
+uint64 wake_pending = 0;
 bool config_pending = false;
+constexpr uint64 kAllShards = ~uint64{0};
 
 void shmem_request() {
   if (prev_shmem_request) prev_shmem_request();
@@ -70,11 +75,14 @@ void shmem_startup() {
 // Runs once the commit is visible (transaction callbacks come after ProcArrayEndTransaction),
 // and a relay turns wake_on_commit on before it takes its fetch's snapshot: under the slot's
 // spinlock, either this reads it on and sets the latch, or that snapshot sees the commit.
-void wake_workers(bool config_changed) {
+// A shard's owner publishes its mask before the first fetch that may send the shard, so the
+// same holds for a commit that wakes only the owners of its shards.
+void wake_workers(bool config_changed, uint64 shards) {
   for (int i = 0; i < shared->workers; ++i) {
     Slot& slot = shared->slots[i];
     SpinLockAcquire(&slot.mutex);
-    PGPROC* proc = slot.in_use && (config_changed || slot.wake_on_commit) ? slot.proc : nullptr;
+    const bool wake = config_changed || (slot.wake_on_commit && (slot.wake_shards & shards) != 0);
+    PGPROC* proc = slot.in_use && wake ? slot.proc : nullptr;
     SpinLockRelease(&slot.mutex);
     if (proc != nullptr) SetLatch(&proc->procLatch);
   }
@@ -86,14 +94,16 @@ void xact_callback(XactEvent event, void*) {
     case XACT_EVENT_PARALLEL_COMMIT:
       if (shared != nullptr) {
         if (config_pending) pg_atomic_fetch_add_u32(&shared->config_generation, 1);
-        if (wake_pending || config_pending) wake_workers(config_pending);
+        if (wake_pending != 0 || config_pending) wake_workers(config_pending, wake_pending);
       }
-      wake_pending = config_pending = false;
+      wake_pending = 0;
+      config_pending = false;
       break;
     case XACT_EVENT_ABORT:
     case XACT_EVENT_PARALLEL_ABORT:
     case XACT_EVENT_PREPARE:
-      wake_pending = config_pending = false;
+      wake_pending = 0;
+      config_pending = false;
       break;
     default:
       break;
@@ -142,6 +152,7 @@ void relay_worker_attach(int index) {
   slot.in_use = true;
   slot.proc = MyProc;
   slot.wake_on_commit = true;
+  slot.wake_shards = kAllShards;
   memset(&slot.counters, 0, sizeof(slot.counters));
   slot.counters.pid = MyProcPid;
   slot.counters.state = WorkerState::kStarting;
@@ -168,6 +179,13 @@ void relay_worker_wake_on_commit(int index, bool wake) {
   Slot& slot = shared->slots[index];
   SpinLockAcquire(&slot.mutex);
   slot.wake_on_commit = wake;
+  SpinLockRelease(&slot.mutex);
+}
+
+void relay_worker_wake_shards(int index, uint64 shards) {
+  Slot& slot = shared->slots[index];
+  SpinLockAcquire(&slot.mutex);
+  slot.wake_shards = shards;
   SpinLockRelease(&slot.mutex);
 }
 
@@ -242,8 +260,20 @@ uint32 relay_config_generation() {
 }
 
 void relay_wake_at_commit(bool config_changed) {
-  wake_pending = wake_pending || settings.wake_at_commit;
+  if (settings.wake_at_commit) wake_pending = kAllShards;
   config_pending = config_pending || config_changed;
+}
+
+// The shard is outbox.shard_of(aggregatetype, aggregateid), which the relay's queries
+// inline: the same hash of the same bytes (a database's default collation is deterministic).
+// TAP 035 fails when the two differ.
+void relay_wake_owner_at_commit(Datum aggregatetype, Datum aggregateid) {
+  if (!settings.wake_at_commit) return;
+  const uint32 a =
+      DatumGetUInt32(DirectFunctionCall1Coll(hashtext, DEFAULT_COLLATION_OID, aggregatetype));
+  const uint32 b =
+      DatumGetUInt32(DirectFunctionCall1Coll(hashtext, DEFAULT_COLLATION_OID, aggregateid));
+  wake_pending |= uint64{1} << ((a ^ b) & 63);
 }
 
 void relay_register_xact_callback() { RegisterXactCallback(xact_callback, nullptr); }

@@ -71,6 +71,9 @@ void relay_worker_publish(int index, const WorkerCounters& counters);
 // to a relay that has nothing to do with it costs the committer a syscall and the relay a
 // wake-up. Configuration changes set the latch either way.
 void relay_worker_wake_on_commit(int index, bool wake);
+// Worker side: the shards (a mask of 64) whose commits wake it: those it owns (ordered), all of
+// them from attach on and when unordered. A commit wakes only the owners of its events' shards.
+void relay_worker_wake_shards(int index, uint64 shards);
 // Launcher side: whether a relay runs in the slot; why none does and when one starts.
 bool relay_slot_in_use(int index);
 void relay_slot_explain(int index, const char* detail, TimestampTz restart_at);
@@ -87,9 +90,12 @@ uint32 relay_config_generation();
 void relay_publish_floor(Oid database, TimestampTz floor);
 TimestampTz relay_enqueue_floor(Oid database);
 
-// Backend side: ask for a wake-up (and, for configure_sink, a configuration reload) at
-// the commit of the current transaction. Cheap: only sets flags.
+// Backend side: ask for a wake-up of every relay (and, for configure_sink, a configuration
+// reload) at the commit of the current transaction. Cheap: only sets flags.
 void relay_wake_at_commit(bool config_changed);
+// Backend side: ask for a wake-up, at commit, of the relay that owns the shard of this key
+// (enqueue; text Datums). Raises PostgreSQL errors: call inside guard().
+void relay_wake_owner_at_commit(Datum aggregatetype, Datum aggregateid);
 
 // Registers the transaction callback; called once from _PG_init.
 void relay_register_xact_callback();

@@ -7,6 +7,7 @@
 #include "relay/relay.hpp"
 
 #include "pg/boundary.hpp"
+#include "pg/relay_shmem.hpp"
 #include "pg/settings.hpp"
 #include "pg/shard_locks.hpp"
 
@@ -41,6 +42,7 @@ bool Ownership::round(TimestampTz now) {
   }
   const bool gained = (owned_ & ~before) != 0;
   if (owned_ != before) {
+    relay_worker_wake_shards(index_, owned_);  // before the fetch that sends them
     ++version_;
     predicate_ = shards::predicate(owned_);
     literal_ = shards::array_literal(owned_);
