@@ -229,7 +229,7 @@ declare -A DIAG=(
 )
 declare -A DIAG_LABEL=(
   [a_loop]="empty loop iteration"
-  [b_enqueue]="outbox.enqueue() (C, SPI, SECURITY DEFINER)"
+  [b_enqueue]="outbox.enqueue() (C, SECURITY DEFINER)"
   [b_enqueue_id]="outbox.enqueue() given the id (no random bytes drawn)"
   [c_naive]="INSERT into the bigserial table (7 cols, 2 indexes)"
   [d_events]="INSERT straight into outbox.events (partitioned)"
