@@ -20,7 +20,8 @@
 #
 #   bash bench/relay/latency_curve.sh            # 6 s per run, ~12 min
 #   QUICK=1 bash bench/relay/latency_curve.sh    # 2 s per run, ~5 min
-# SECONDS_PER_RUN, RATES, CLIENTS, SINKS override; RELAY_LIBS=DIR runs another build.
+# SECONDS_PER_RUN, RATES, CLIENTS, SINKS, WORKERS (outbox.workers, 1) override; RELAY_LIBS=DIR
+# runs another build. With several workers, relay CPU is all of theirs.
 set -euo pipefail
 # shellcheck source=bench/relay/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -31,17 +32,20 @@ CLIENTS=${CLIENTS:-"4 16"}
 SINKS=${SINKS:-"null kafka"}
 
 relay_header "relay latency curve: commit -> published by commit rate, clients and sink"
-relay_start 56310
+WORKERS=${WORKERS:-1}
+relay_start 56310 "outbox.workers = $WORKERS"
 mock_start
-echo "   $SECONDS_PER_RUN s per run; rates $RATES; clients $CLIENTS; sinks $SINKS"
+echo "   $SECONDS_PER_RUN s per run; rates $RATES; clients $CLIENTS; sinks $SINKS; $WORKERS relay worker(s)"
 sql -q -c "CREATE TABLE pgbench_log (client int, txn int, latency_us bigint, script int, epoch bigint, us int, lag_us bigint)"
 bench_file enqueue.sql >/dev/null <<'EOF'
 SELECT outbox.enqueue('lat' || :run, :client_id::text, 'T', '{"n": 1}');
 EOF
 
-# relay_cpu_ns: the relay's CPU time so far, all threads.
+# relay_cpu_ns: the relay workers' CPU time so far, all their threads.
 relay_cpu_ns() {
-  cat /proc/"$RELAY_PID"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'
+  local pid
+  for pid in $RELAY_PIDS; do cat /proc/"$pid"/task/*/schedstat 2>/dev/null; done |
+    awk '{ s += $1 } END { printf "%.0f", s }'
 }
 
 wait_drained() {
@@ -79,7 +83,7 @@ for sink in $SINKS; do
         set_gather "$gather"
         wait_drained
         relay_wait_workers
-        pid0=$RELAY_PID
+        pid0=$RELAY_PIDS
         cpu0=$(relay_cpu_ns)
         rm -f "$BENCH_WORK"/pgl.*
         pgb -n -c "$clients" -j 2 -R "$rate" -T "$SECONDS_PER_RUN" -D run="$run" \
@@ -89,7 +93,7 @@ for sink in $SINKS; do
         cat "$BENCH_WORK"/pgl.* | sql -q -c "\\copy pgbench_log FROM pstdin (FORMAT text, DELIMITER ' ')"
         cpu1=$(relay_cpu_ns)
         relay_wait_workers
-        [ "$RELAY_PID" = "$pid0" ] || { echo "   WARNING: the relay restarted during the run (pid $pid0 -> $RELAY_PID)"; cpu1=$cpu0; }
+        [ "$RELAY_PIDS" = "$pid0" ] || { echo "   WARNING: a relay worker restarted during the run ($pid0 -> $RELAY_PIDS)"; cpu1=$cpu0; }
         tps=$(pgbench_tps "$BENCH_WORK/pgbench.out")
         read -r n p50 p99 pmax < <(sqlv "
           SELECT count(*), round(percentile_cont(0.5) WITHIN GROUP (ORDER BY d)::numeric, 2),
