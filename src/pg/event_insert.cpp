@@ -71,61 +71,18 @@ bool needs_executor(Relation rel) {
           (rel->rd_att->constr->num_check > 0 || rel->rd_att->constr->has_generated_stored));
 }
 
-// The row's values in the partition's column order; false when it has a column that is not
-// outbox's.
-bool fill(TupleDesc desc, const EventRow& row, int64 seq, Datum* values, bool* nulls) {
+// Each attribute's column of outbox.events (-1: dropped); false when one is not outbox's.
+bool map_columns(TupleDesc desc, int* columns) {
   for (int i = 0; i < desc->natts; ++i) {
     Form_pg_attribute att = TupleDescAttr(desc, i);
-    values[i] = 0;
-    nulls[i] = true;
+    columns[i] = -1;
     if (att->attisdropped) continue;
     // Partitions made by outbox have the columns in this order: the match is one strcmp.
-    int column = i < kColumns && strcmp(NameStr(att->attname), kNames[i]) == 0 ? i : -1;
-    for (int c = 0; column < 0 && c < kColumns; ++c) {
-      if (strcmp(NameStr(att->attname), kNames[c]) == 0) column = c;
+    if (i < kColumns && strcmp(NameStr(att->attname), kNames[i]) == 0) columns[i] = i;
+    for (int c = 0; columns[i] < 0 && c < kColumns; ++c) {
+      if (strcmp(NameStr(att->attname), kNames[c]) == 0) columns[i] = c;
     }
-    nulls[i] = false;
-    switch (column) {
-      case kSeq:
-        values[i] = Int64GetDatum(seq);
-        break;
-      case kCreatedAt:
-        values[i] = TimestampTzGetDatum(row.created_at);
-        break;
-      case kPartAt:
-        values[i] = TimestampTzGetDatum(row.part_at);
-        break;
-      case kAttempts:
-        values[i] = Int32GetDatum(0);
-        break;
-      case kId:
-        values[i] = row.id;
-        break;
-      case kAggregatetype:
-        values[i] = row.aggregatetype;
-        break;
-      case kAggregateid:
-        values[i] = row.aggregateid;
-        break;
-      case kType:
-        values[i] = row.type;
-        break;
-      case kPayload:
-        values[i] = row.payload;
-        break;
-      case kHeaders:
-        values[i] = row.headers;
-        nulls[i] = row.headers_null;
-        break;
-      case kPublishedAt:
-      case kNextAttemptAt:
-      case kDeadAt:
-      case kLastError:
-        nulls[i] = true;
-        break;
-      default:
-        return false;
-    }
+    if (columns[i] < 0) return false;
   }
   return true;
 }
@@ -153,10 +110,9 @@ bool insert_event_row(const EventRow& row) {
   }
   Relation rel = table_open(part_oid, RowExclusiveLock);
   TupleDesc desc = RelationGetDescr(rel);
-  Datum* values = static_cast<Datum*>(palloc(sizeof(Datum) * desc->natts));
-  bool* nulls = static_cast<bool*>(palloc(sizeof(bool) * desc->natts));
+  int* columns = static_cast<int*>(palloc(sizeof(int) * desc->natts));
   if (rel->rd_rel->relkind != RELKIND_RELATION || needs_executor(rel) ||
-      !fill(desc, row, 0, values, nulls)) {
+      !map_columns(desc, columns)) {
     table_close(rel, NoLock);
     table_close(parent, NoLock);
     return false;
@@ -164,15 +120,34 @@ bool insert_event_row(const EventRow& row) {
   // outbox._next_seq(): the transaction's xid before the sequence value (low_water.cpp).
   (void)GetTopTransactionId();
   const int64 seq = nextval_internal(seq_oid, true);
-  fill(desc, row, seq, values, nulls);
+  // By column (enum Column): the new row; published_at, next_attempt_at, dead_at, last_error
+  // are NULL and attempts 0, as the table's defaults have them.
+  const std::array<Datum, kColumns> value = {Int64GetDatum(seq),
+                                             TimestampTzGetDatum(row.created_at),
+                                             TimestampTzGetDatum(row.part_at),
+                                             0,
+                                             0,
+                                             0,
+                                             Int32GetDatum(0),
+                                             row.id,
+                                             row.aggregatetype,
+                                             row.aggregateid,
+                                             row.type,
+                                             row.payload,
+                                             row.headers,
+                                             0};
 
   EState* estate = CreateExecutorState();
   ResultRelInfo* info = makeNode(ResultRelInfo);
   InitResultRelInfo(info, rel, 0, nullptr, 0);
   ExecOpenIndices(info, false);
   TupleTableSlot* slot = ExecInitExtraTupleSlot(estate, desc, &TTSOpsVirtual);
-  memcpy(slot->tts_values, values, sizeof(Datum) * desc->natts);
-  memcpy(slot->tts_isnull, nulls, sizeof(bool) * desc->natts);
+  for (int i = 0; i < desc->natts; ++i) {
+    slot->tts_values[i] = columns[i] < 0 ? 0 : value[columns[i]];
+    const int c = columns[i];
+    slot->tts_isnull[i] = c < 0 || c == kPublishedAt || c == kNextAttemptAt || c == kDeadAt ||
+                          c == kLastError || (c == kHeaders && row.headers_null);
+  }
   ExecStoreVirtualTuple(slot);
   table_tuple_insert(rel, slot, GetCurrentCommandId(true), 0, nullptr);
   if (info->ri_NumIndices > 0) insert_index_entries(info, slot, estate);
