@@ -38,7 +38,7 @@ my @keys = split /\n/, q1(q{
     FROM (SELECT 'k' || i AS k FROM generate_series(1, 2000) i) keys
    ORDER BY outbox.shard_of('order', k), k});
 is(scalar @keys, 64, 'a key for every shard');
-q1(qq{SELECT outbox.enqueue('order', '$_', 'T', '{}')}) for @keys;
+my @sent = sort map { q1(qq{SELECT outbox.enqueue('order', '$_', 'T', '{}')}) } @keys;
 
 my $deadline = time + 10;
 my $left;
@@ -48,5 +48,7 @@ while (time < $deadline) {
 	sleep 0.05;
 }
 is($left, 0, 'every shard\'s event is sent at its commit, with the poll at an hour');
+is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE aggregatetype = 'order' AND published_at IS NOT NULL}),
+	\@sent, 'the published ids are the enqueued ones');
 
 done_testing();
