@@ -3,8 +3,10 @@
 #
 # outbox.workers = N (restart only) runs N relay workers. With outbox.ordering = key (the
 # default, restart only) they keep per-key order: aggregate ids hash to 64 shards and each
-# worker owns some; outbox.ordering = none is the opt-in unordered mode, where the workers
-# race over all events (FOR UPDATE SKIP LOCKED). The null sink's delay_ms makes each send()
+# worker owns some; outbox.ordering = none was the opt-in unordered mode until 0.6.0, where
+# the workers raced over all events (FOR UPDATE SKIP LOCKED). Since 0.6.0 it means key: its
+# rows and the none / key ratios then run the same relay twice (an A/A check of the spread);
+# RELAY_LIBS of an earlier build compares the modes. The null sink's delay_ms makes each send()
 # of a batch take that long, as a slow broker would: that is where more workers should pay.
 #
 # Each drain: a backlog of ROWS small events (default 200,000; QUICK=1: 50,000) over KEYS

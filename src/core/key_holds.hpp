@@ -1,4 +1,4 @@
-// Which keys are held back (ordered mode): a key whose earliest unresolved event waits for a
+// Which keys are held back: a key whose earliest unresolved event waits for a
 // retry. Its later events are not sent before it; they wait on the retry path with its retry
 // time, and go out behind it in seq order. A dead-lettered event releases its key. Plain C++.
 //

@@ -232,6 +232,15 @@ void outbox_launcher_main(Datum) {
   BackgroundWorkerInitializeConnection(nullptr, nullptr, 0);
   pgstat_report_appname("outbox launcher");
   try {
+    if (outbox::pg::settings.ordering == outbox::pg::kOrderingNone) {
+      outbox::pg::guard([] {
+        ereport(WARNING,
+                (errmsg("outbox launcher: outbox.ordering = none is retired; the relay keeps the "
+                        "order of each key"),
+                 errhint("Remove the setting. Ordered workers drain as fast as unordered ones "
+                         "did, or faster.")));
+      });
+    }
     outbox::pg::Launcher launcher;
     launcher.run();
   } catch (const outbox::pg::PgError& e) {

@@ -71,8 +71,8 @@ void relay_worker_publish(int index, const WorkerCounters& counters);
 // to a relay that has nothing to do with it costs the committer a syscall and the relay a
 // wake-up. Configuration changes set the latch either way.
 void relay_worker_wake_on_commit(int index, bool wake);
-// Worker side: the shards (a mask of 64) whose commits wake it: those it owns (ordered), all of
-// them from attach on and when unordered. A commit wakes only the owners of its events' shards.
+// Worker side: the shards (a mask of 64) whose commits wake it: all of them from attach on,
+// then those it owns. A commit wakes only the owners of its events' shards.
 void relay_worker_wake_shards(int index, uint64 shards);
 // Launcher side: whether a relay runs in the slot; why none does and when one starts.
 bool relay_slot_in_use(int index);

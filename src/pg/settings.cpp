@@ -179,11 +179,10 @@ void define_settings() {
                             &settings.workers, settings.workers, 0, 32, PGC_POSTMASTER, 0, nullptr,
                             nullptr, nullptr);
     DefineCustomEnumVariable(
-        "outbox.ordering", "Whether the relay keeps the order of each key's events.",
-        "key: keys hash to 64 shards, each sent by one worker at a time, and a retrying event "
-        "holds back the later events of its key. none: workers take any event, and a "
-        "retrying event holds back nothing (faster with several workers, no order). Needs a "
-        "restart.",
+        "outbox.ordering", "Retired: the relay keeps the order of each key's events.",
+        "Keys hash to 64 shards, each sent by one worker at a time, and a retrying event holds "
+        "back the later events of its key. none, the unordered mode until 0.6.0, is accepted "
+        "with a WARNING and means key.",
         &settings.ordering, settings.ordering, kOrderingOptions, PGC_POSTMASTER, 0, nullptr,
         nullptr, nullptr);
   }

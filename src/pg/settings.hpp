@@ -14,7 +14,7 @@ struct Settings {
   // Relay (background workers; need shared_preload_libraries).
   char* database;
   int workers;
-  int ordering;  // Ordering: per key across the workers, or none
+  int ordering;  // Ordering: retired (none means key); read only to warn
   int batch_size;
   int batch_max_bytes;
   int poll_interval_ms;
@@ -31,7 +31,7 @@ struct Settings {
   int sink_isolation;           // SinkIsolation: the sink in a process of its own, or not
 };
 
-enum Ordering { kOrderingKey = 0, kOrderingNone = 1 };
+enum Ordering { kOrderingKey = 0, kOrderingNone = 1 };  // none: retired in 0.6.0
 enum SinkIsolation { kSinkIsolationProcess = 0, kSinkIsolationNone = 1 };
 
 // Current values. Valid after define_settings().

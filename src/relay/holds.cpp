@@ -1,5 +1,5 @@
 // Failed events and held keys. A rejected event, or one that failed transiently while
-// others of its batch were delivered, waits for a retry; in ordered mode its key is held
+// others of its batch were delivered, waits for a retry, and its key is held
 // (core/key_holds.hpp): the key's later events go back on the retry path behind it, with
 // its retry time, and are sent after it in seq order. No attempt is counted for them.
 #include <algorithm>
@@ -114,8 +114,7 @@ bool Queue::defer(const Fetched& batch, const std::vector<sinks::Outcome>& outco
   for (int i = 0; i < batch.count; ++i) {
     if (outcomes[i].delivery != sinks::Delivery::kDeferred) continue;
     const Row& row = batch.rows[i];
-    const KeyHolds::Hold* hold =
-        ordered_ ? holds_.find(row.aggregatetype.view(), row.aggregateid.view()) : nullptr;
+    const KeyHolds::Hold* hold = holds_.find(row.aggregatetype.view(), row.aggregateid.view());
     if (hold != nullptr && hold->seq < row.seq) {
       back.push_back({row.rel, row.tid, hold->at});
     } else {
@@ -145,7 +144,6 @@ bool Queue::mark_rejected(const Row& row, const std::string& error) {
   });
   // A dead letter releases its key's later events: they are due now, and the holds are read
   // again before they are fetched.
-  if (dead && !ordered_) return dead;
   hold_key(row, dead ? now : retry_at);
   return dead;
 }
@@ -167,9 +165,9 @@ void Queue::mark_transient(const Row& row, const std::string& error) {
   hold_key(row, retry_at);
 }
 
-// Ordered: the key's later events wait for this one until `due`.
+// The key's later events wait for this one until `due`.
 void Queue::hold_key(const Row& row, TimestampTz due) {
-  if (ordered_) holds_.failed(row.aggregatetype.view(), row.aggregateid.view(), {row.seq, due});
+  holds_.failed(row.aggregatetype.view(), row.aggregateid.view(), {row.seq, due});
   retry_check_at_ = std::min(retry_check_at_, due);
 }
 

@@ -1,4 +1,4 @@
-// Late commits and per-key order (ordered mode). A transaction that commits after the scan
+// Late commits and per-key order. A transaction that commits after the scan
 // passed its events leaves them in the gaps, and a probe finds them later. Meanwhile a
 // newer event of the same key, above the resume point, could be fetched and sent first:
 // a transaction of that key that committed after the late one (they serialise on the key),

@@ -23,9 +23,7 @@ Relay::Relay(int index)
     : index_(index),
       rng_(static_cast<uint64>(MyProcPid) * 2654435761u),
       report_(index),
-      ownership_(index) {
-  queue_.set_ordered(ownership_.ordered());
-}
+      ownership_(index) {}
 
 void Relay::run() {
   iteration_ = guard([] {
@@ -228,7 +226,7 @@ void outbox_relay_main(Datum arg) {
   // compilation on every execution; the relay's queries are small anyway.
   SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
   // Each statement needs a new snapshot: the low-water mark reads the sequence and then
-  // needs a snapshot taken after it; FOR UPDATE SKIP LOCKED needs no serialization errors.
+  // needs a snapshot taken after it.
   SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
   outbox::pg::relay_worker_attach(index);
 

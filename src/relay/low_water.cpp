@@ -317,7 +317,7 @@ void LowWater::save(TimestampTz now) {
 }
 
 int64 LowWater::floor_for_sealing() const {
-  // Owning every shard (one worker, or unordered workers), its own mark holds for all.
+  // Owning every shard (one worker), its own mark holds for all.
   if (ownership_.owned() == shards::kAll) return low_water_;
   return saved_floor_;
 }

@@ -55,8 +55,7 @@ class Sealer {
   std::vector<VirtualTransactionId> running_;
 };
 
-// ownership.cpp: the shards whose events this relay sends. Unordered (outbox.ordering =
-// none): all of them, shared with every other worker, and no lock is taken.
+// ownership.cpp: the shards whose events this relay sends, each held by its advisory lock.
 class Ownership {
  public:
   explicit Ownership(int index);
@@ -64,7 +63,6 @@ class Ownership {
   // nothing): claims and gives back shards. True when it gained one: the mark must be read
   // again and the holds reloaded.
   bool round(TimestampTz now);
-  bool ordered() const { return ordered_; }
   shards::Mask owned() const { return owned_; }
   // What the queries on outbox.events add (shards::predicate), and its version: it moves
   // whenever the owned shards change.
@@ -76,7 +74,6 @@ class Ownership {
 
  private:
   const int index_;
-  bool ordered_;
   shards::Mask owned_ = 0;
   std::string predicate_;
   std::string literal_;
@@ -117,7 +114,7 @@ class LowWater {
   void forget();
   // The relay gained shards: read the marks of its shards again.
   void reread();
-  // late_keys.cpp (ordered mode): the committed events in the gaps, and in what this
+  // late_keys.cpp: the committed events in the gaps, and in what this
   // transaction's fetches passed over, that none of its fetches took: seqs and keys
   // (palloc'd), by seq; complete is false when there may be more.
   struct Late {

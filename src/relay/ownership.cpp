@@ -1,9 +1,8 @@
-// Shard ownership (core/shards.hpp). In ordered mode (outbox.ordering = key) a relay sends
-// only the events of the shards whose advisory locks it holds (pg/shard_locks.hpp). Once a
-// second, between transactions, it claims its preferred shards and those of workers that do
-// not run, and gives back the shards of workers that run again. A shard it gives back has
-// nothing of it in flight: the transaction that sent from it has committed, so the next
-// owner's snapshot, taken after it got the lock, sees every mark.
+// Shard ownership (core/shards.hpp). A relay sends only the events of the shards whose advisory
+// locks it holds (pg/shard_locks.hpp). Once a second, between transactions, it claims its preferred
+// shards and those of workers that do not run, and gives back the shards of workers that run again.
+// A shard it gives back has nothing of it in flight: the transaction that sent from it has
+// committed, so the next owner's snapshot, taken after it got the lock, sees every mark.
 #include "relay/relay.hpp"
 
 #include "pg/boundary.hpp"
@@ -18,14 +17,10 @@ constexpr int64 kRoundUs = 1000 * 1000;
 
 }  // namespace
 
-Ownership::Ownership(int index) : index_(index) {
-  ordered_ = settings.ordering == kOrderingKey;
-  if (!ordered_) owned_ = shards::kAll;  // every worker takes any event
-  literal_ = shards::array_literal(owned_);
-}
+Ownership::Ownership(int index) : index_(index) { literal_ = shards::array_literal(owned_); }
 
 bool Ownership::round(TimestampTz now) {
-  if (!ordered_ || (now - round_at_ < kRoundUs && owned_ != 0 && round_at_ != 0)) return false;
+  if ((now - round_at_ < kRoundUs && owned_ != 0 && round_at_ != 0)) return false;
   round_at_ = now;
   const int workers = settings.workers;
   const shards::Round plan = shards::plan_round(index_, workers, owned_, [](int w) {

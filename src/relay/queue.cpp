@@ -1,6 +1,6 @@
 // The relay's statements on outbox.events. A batch:
 //   SELECT ... WHERE seq >= <low-water mark> AND published_at IS NULL ... ORDER BY seq
-//     LIMIT n [FOR UPDATE SKIP LOCKED: unordered]   (plus the retries due, the late events)
+//     LIMIT n   (plus the retries due, the late events)
 //   -> the sink (pipeline.cpp)
 //   -> UPDATE <partition> SET published_at = ... WHERE ctid = ANY(...)
 // Failed events wait for a retry or are dead-lettered (holds.cpp).
@@ -32,8 +32,7 @@ namespace {
 constexpr const char* kFetchNewSql = OUTBOX_FETCH_FROM
     " WHERE seq >= $2 AND published_at IS NULL AND dead_at IS NULL AND next_attempt_at IS NULL "
     "   AND part_at < $3 %s"
-    " ORDER BY seq LIMIT $1 "
-    "%s";
+    " ORDER BY seq LIMIT $1";
 // Every statement here has a %s for the sealed partitions' predicate (seal.cpp).
 //
 // $3 is a minute from now: no event can be in a partition that starts later (part_at is
@@ -46,15 +45,13 @@ constexpr Oid kFetchNewTypes[3] = {INT8OID, INT8OID, TIMESTAMPTZOID};
 // Events whose retry time has come (index events_retry).
 constexpr const char* kFetchRetrySql = OUTBOX_FETCH_FROM
     " WHERE next_attempt_at <= $2 AND published_at IS NULL AND dead_at IS NULL %s"
-    " ORDER BY seq LIMIT $1 "
-    "%s";
+    " ORDER BY seq LIMIT $1";
 constexpr Oid kFetchRetryTypes[2] = {INT8OID, TIMESTAMPTZOID};
 // Late events: the ones a probe of the gaps found ($2).
 constexpr const char* kFetchLateSql = OUTBOX_FETCH_FROM
     " WHERE seq = ANY($2) AND published_at IS NULL AND dead_at IS NULL "
     "   AND next_attempt_at IS NULL AND part_at < $3 %s"
-    " ORDER BY seq LIMIT $1 "
-    "%s";
+    " ORDER BY seq LIMIT $1";
 constexpr Oid kFetchLateTypes[3] = {INT8OID, INT8ARRAYOID, TIMESTAMPTZOID};
 // The holds of the owned shards (core/key_holds.hpp): each key's earliest event waiting for
 // a retry (index events_retry), and its retry time.
@@ -64,8 +61,8 @@ constexpr const char* kHoldsSql =
     "  FROM outbox.events "
     " WHERE next_attempt_at IS NOT NULL AND published_at IS NULL AND dead_at IS NULL %s"
     " ORDER BY aggregatetype, aggregateid, seq";
-// With some of the shards only (ordered, several workers): first which events follow the
-// resume point, and their shards, without a lock (every shard's; the sealed partitions'
+// With some of the shards only (several workers): first which events follow the
+// resume point, and their shards (every shard's; the sealed partitions'
 // predicate only), then this relay's among them with kFetchLateSql. The other shards' events
 // it passed are then known, and do not become gaps to probe.
 //
@@ -78,11 +75,8 @@ constexpr const char* kScanNewSql =
     "  FROM outbox.events "
     " WHERE seq >= $2 AND part_at < $3 %s"
     " ORDER BY seq LIMIT $1";
-// Unordered, workers share the events: each takes a row by locking it, and skips the rows
-// others hold. Ordered, a shard's events are this relay's alone (ownership.cpp), and its own
-// transactions never overlap: no row lock is needed, which saves a lock, and its WAL record,
-// per event.
-constexpr const char* kLockRows = " FOR UPDATE SKIP LOCKED";
+// No statement locks rows: a shard's events are this relay's alone (ownership.cpp), and its
+// own transactions never overlap. That saves a lock, and its WAL record, per event.
 // Marking plans kept per partition, at most.
 constexpr size_t kMaxCachedPlans = 128;
 // The payload buffer (Queue::payload_scratch_) is given back once a payload grew it past this.
@@ -120,9 +114,8 @@ void Queue::append_rows(SPIPlanPtr plan, int nparams, const Datum* values, const
   }
 }
 
-// The later fetches of a transaction only continue after the rows already fetched (in the
-// unordered mode this transaction holds their locks, and FOR UPDATE SKIP LOCKED would return
-// them again; in the ordered mode they are not locked at all).
+// The later fetches of a transaction only continue after the rows already fetched (they are
+// not marked before the batch is acknowledged, and would be returned again).
 void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
   const TimestampTz now = guard([&] { return GetCurrentTimestamp(); });
   if (first_of_transaction) mark.advance(now);
@@ -141,10 +134,9 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
     const char* sql = scope.c_str();
     guard([&] {
       scan_new_plan_ = prepare_kept(psprintf(kScanNewSql, sealed.c_str()), 3, kFetchNewTypes);
-      const char* lock = ordered_ ? "" : kLockRows;
-      fetch_new_plan_ = prepare_kept(psprintf(kFetchNewSql, sql, lock), 3, kFetchNewTypes);
-      fetch_retry_plan_ = prepare_kept(psprintf(kFetchRetrySql, sql, lock), 2, kFetchRetryTypes);
-      fetch_late_plan_ = prepare_kept(psprintf(kFetchLateSql, sql, lock), 3, kFetchLateTypes);
+      fetch_new_plan_ = prepare_kept(psprintf(kFetchNewSql, sql), 3, kFetchNewTypes);
+      fetch_retry_plan_ = prepare_kept(psprintf(kFetchRetrySql, sql), 2, kFetchRetryTypes);
+      fetch_late_plan_ = prepare_kept(psprintf(kFetchLateSql, sql), 3, kFetchLateTypes);
       holds_plan_ = prepare_kept(psprintf(kHoldsSql, sql), 0, nullptr);
     });
     plans_version_ = mark.scope_version();
@@ -153,7 +145,7 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
   // retries in its shards, so with no hold known, and none to learn (a start, a gained
   // shard), there is nothing to read.
   const bool check_retries = first_of_transaction && now >= retry_check_at_;
-  if (check_retries && ordered_ && (holds_stale_ || !holds_.empty())) {
+  if (check_retries && (holds_stale_ || !holds_.empty())) {
     load_holds();
     holds_stale_ = false;
   }
@@ -220,8 +212,8 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
     }
     out.full = out.count == limit || bytes >= max_bytes || scanned.more;
   });
-  // Ordered: no new event goes out before a late one of its key (late_keys.cpp).
-  if (ordered_ && out.count > new_from && mark.may_hold_late()) {
+  // No new event goes out before a late one of its key (late_keys.cpp).
+  if (out.count > new_from && mark.may_hold_late()) {
     const int kept = keep_before_late(out, new_from, mark);
     if (kept < out.count - new_from) {
       out.count = new_from + kept;
@@ -242,7 +234,7 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
     mark.scanned(scanned.others, scanned.n_others, out.rows + new_from, out.count - new_from,
                  scanned.upto);
   }
-  if (ordered_) hold_back(out, retries_cut ? late_from : out.count);
+  hold_back(out, retries_cut ? late_from : out.count);
 }
 
 // Runs inside guard(): the two steps of kScanNewSql. Reads up to kShards / owned times the

@@ -10,7 +10,7 @@
 //   holds.cpp         failed events (rejected, transient) and the keys they hold back
 //   late_keys.cpp     late commits: no newer event of their keys goes out before them
 //   rows.cpp          a fetched row's values, copied into its batch by the executor
-//   ownership.cpp     the shards this relay owns, claimed and given back (ordered mode)
+//   ownership.cpp     the shards this relay owns, claimed and given back
 //   low_water.cpp     the low-water mark, its horizon, the gaps and their probes
 //   seal.cpp          sealed partitions: past, resolved, unwritable; no query reads them
 //   sink_session.cpp  the configured sink: created, created again, observed, its log
@@ -50,7 +50,7 @@ class Queue {
   // Once, at start (inside guard()): the payload buffer, in TopMemoryContext.
   void init();
   // Fetches the next batch. The first of a transaction also moves the low-water mark, looks
-  // for retries, and takes the late events a probe of the gaps found. In ordered mode, rows
+  // for retries, and takes the late events a probe of the gaps found. Rows
   // of a held key (core/key_holds.hpp) go back on the retry path, behind their blocker,
   // instead of into the batch.
   void fetch(Batch& batch, bool first_of_transaction, LowWater& mark);
@@ -71,7 +71,6 @@ class Queue {
   // A transient failure of this event alone (others of its batch were acknowledged): a
   // later retry, backing off with its key's failures in a row; no attempt is counted.
   void mark_transient(const Row& row, const std::string& error);
-  void set_ordered(bool ordered) { ordered_ = ordered; }
   // When the next look for due retries is (a held key's retry time, at the latest a
   // poll_interval after the last look): the loop wakes for it.
   TimestampTz retry_check_at() const { return retry_check_at_; }
@@ -80,7 +79,7 @@ class Queue {
   void append_rows(SPIPlanPtr plan, int nparams, const Datum* values, const Oid* types,
                    Batch& batch, int limit, int64& bytes, int64 max_bytes);
   enum class Update { kPublished, kRejected, kTransient, kPutBack };
-  // Holds the key of a failed event (ordered mode) and moves the next look for retries.
+  // Holds the key of a failed event and moves the next look for retries.
   void hold_key(const Row& row, TimestampTz due);
   SPIPlanPtr partition_plan(boost::container::flat_map<Oid, SPIPlanPtr>& cache, Oid rel,
                             Update update);
@@ -108,7 +107,6 @@ class Queue {
   // `behind_all_from` on, also those whose blocker is in the batch.
   void hold_back(Fetched& out, int behind_all_from);
 
-  bool ordered_ = false;
   KeyHolds holds_;
   bool holds_stale_ = true;  // read them at the next look for retries
   SPIPlanPtr holds_plan_ = nullptr;
