@@ -2,9 +2,9 @@
 
 #include "pg/boundary.hpp"
 #include "pg/settings.hpp"
+#include "pg/shard_of.hpp"
 
 extern "C" {
-#include "catalog/pg_collation.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
@@ -264,16 +264,9 @@ void relay_wake_at_commit(bool config_changed) {
   config_pending = config_pending || config_changed;
 }
 
-// The shard is outbox.shard_of(aggregatetype, aggregateid), which the relay's queries
-// inline: the same hash of the same bytes (a database's default collation is deterministic).
-// TAP 035 fails when the two differ.
 void relay_wake_owner_at_commit(Datum aggregatetype, Datum aggregateid) {
   if (!settings.wake_at_commit) return;
-  const uint32 a =
-      DatumGetUInt32(DirectFunctionCall1Coll(hashtext, DEFAULT_COLLATION_OID, aggregatetype));
-  const uint32 b =
-      DatumGetUInt32(DirectFunctionCall1Coll(hashtext, DEFAULT_COLLATION_OID, aggregateid));
-  wake_pending |= uint64{1} << ((a ^ b) & 63);
+  wake_pending |= uint64{1} << shard_of(aggregatetype, aggregateid);
 }
 
 void relay_register_xact_callback() { RegisterXactCallback(xact_callback, nullptr); }

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/shards.hpp"
 #include "pg/postgres.hpp"
 #include "sinks/sink.hpp"
 
@@ -86,6 +87,14 @@ struct RowReceiver {
   int64 bytes;  // payload and header bytes so far
   int64 max_bytes;
   TransactionId last_xmin;  // the last row's, whose commit LSN is counted
+  // A scan past every shard's events (Queue::scan_new, several workers): a row of a shard
+  // outside `owned`, or one that does not wait to be sent, is not copied; its seq goes to
+  // `others`. kAll: every row is copied.
+  shards::Mask owned;
+  int64* others;  // room for every row the scan may return
+  int n_others;
+  int64 scanned;   // rows seen, copied or not
+  int64 last_seq;  // the last row's seq
 };
 // Ready to receive up to `limit` rows into `batch`, counting on from `bytes`.
 void init_row_receiver(RowReceiver& receiver, Batch& batch, StringInfo scratch, int limit,

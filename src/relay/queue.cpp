@@ -20,10 +20,10 @@ namespace outbox::pg::relay {
 namespace {
 
 // What every fetch returns, in the order receive_row() (rows.cpp) reads it.
-#define OUTBOX_FETCH_FROM                                                                 \
+#define OUTBOX_FETCH_COLUMNS                                                              \
   "SELECT tableoid, ctid, id::text, aggregatetype::text, aggregateid::text, type::text, " \
-  "       payload, headers, attempts, created_at, seq, xmin "                             \
-  "  FROM outbox.events "
+  "       payload, headers, attempts, created_at, seq, xmin "
+#define OUTBOX_FETCH_FROM OUTBOX_FETCH_COLUMNS "  FROM outbox.events "
 
 // New events, from the low-water mark up ($2), in insert order (index events_queue).
 //
@@ -61,17 +61,16 @@ constexpr const char* kHoldsSql =
     "  FROM outbox.events "
     " WHERE next_attempt_at IS NOT NULL AND published_at IS NULL AND dead_at IS NULL %s"
     " ORDER BY aggregatetype, aggregateid, seq";
-// With some of the shards only (several workers): first which events follow the
-// resume point, and their shards (every shard's; the sealed partitions'
-// predicate only), then this relay's among them with kFetchLateSql. The other shards' events
-// it passed are then known, and do not become gaps to probe.
+// With some of the shards only (several workers): every shard's events that follow the
+// resume point (the sealed partitions' predicate only), in one scan; the receiver (rows.cpp)
+// copies this relay's waiting ones and notes the seq of the others. The other shards'
+// events it passed are then known, and do not become gaps to probe.
 //
 // Every visible event counts, waiting or not: one another worker has published since is
 // accounted for too, not left as a gap that probes read again (a gap is then only a value
 // whose transaction had not committed).
-constexpr const char* kScanNewSql =
-    "SELECT seq, outbox.shard_of(aggregatetype, aggregateid), "
-    "       published_at IS NULL AND dead_at IS NULL AND next_attempt_at IS NULL "
+constexpr const char* kScanNewSql = OUTBOX_FETCH_COLUMNS
+    "     , published_at IS NULL AND dead_at IS NULL AND next_attempt_at IS NULL "
     "  FROM outbox.events "
     " WHERE seq >= $2 AND part_at < $3 %s"
     " ORDER BY seq LIMIT $1";
@@ -90,12 +89,9 @@ void Queue::init() {
   MemoryContextSwitchTo(old);
 }
 
-// Runs a fetch plan into the batch until `limit` rows or `max_bytes` of payload. Runs inside
-// guard().
-void Queue::append_rows(SPIPlanPtr plan, int nparams, const Datum* values, const Oid* types,
-                        Batch& batch, int limit, int64& bytes, int64 max_bytes) {
-  RowReceiver receiver;
-  init_row_receiver(receiver, batch, &payload_scratch_, limit, bytes, max_bytes);
+// Runs a fetch plan into `receiver`. Runs inside guard().
+void Queue::run_fetch(SPIPlanPtr plan, int nparams, const Datum* values, const Oid* types,
+                      RowReceiver& receiver) {
   ParamListInfo params = makeParamList(nparams);
   for (int i = 0; i < nparams; ++i) {
     params->params[i] = {values[i], false, PARAM_FLAG_CONST, types[i]};
@@ -106,12 +102,21 @@ void Queue::append_rows(SPIPlanPtr plan, int nparams, const Datum* values, const
   if (SPI_execute_plan_extended(plan, &options) < 0) {
     elog(ERROR, "outbox relay: fetching events failed");
   }
-  bytes = receiver.bytes;
   // A payload of many megabytes does not keep its buffer for the relay's lifetime.
   if (payload_scratch_.maxlen > kPayloadScratchKeepBytes) {
     pfree(payload_scratch_.data);
     init();
   }
+}
+
+// Runs a fetch plan into the batch until `limit` rows or `max_bytes` of payload. Runs inside
+// guard().
+void Queue::append_rows(SPIPlanPtr plan, int nparams, const Datum* values, const Oid* types,
+                        Batch& batch, int limit, int64& bytes, int64 max_bytes) {
+  RowReceiver receiver;
+  init_row_receiver(receiver, batch, &payload_scratch_, limit, bytes, max_bytes);
+  run_fetch(plan, nparams, values, types, receiver);
+  bytes = receiver.bytes;
 }
 
 // The later fetches of a transaction only continue after the rows already fetched (they are
@@ -237,60 +242,28 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
   hold_back(out, retries_cut ? late_from : out.count);
 }
 
-// Runs inside guard(): the two steps of kScanNewSql. Reads up to kShards / owned times the
-// room left (so that about that many of its own come), takes its own waiting ones in seq
-// order, and says up to where everything is accounted for: the scanned events that are not
-// its own or not waiting, and the fetched ones of its own; what lies between them becomes
-// gaps.
+// Runs inside guard(): kScanNewSql. Reads up to kShards / owned times the room left (so that
+// about that many of its own come), copies its own waiting ones, in seq order, and says up to
+// where everything is accounted for: the scanned events that are not its own or not waiting,
+// and the copied ones of its own; what lies between them becomes gaps.
 Queue::Scanned Queue::scan_new(Batch& batch, int64 start, TimestampTz future, shards::Mask owned,
                                int limit, int64& bytes, int64 max_bytes) {
-  Fetched& out = batch.fetched;
-  const int room = limit - out.count;
+  const int room = limit - batch.fetched.count;
   const int64 scan_limit =
       static_cast<int64>(room) * shards::kShards / std::max(1, shards::count(owned));
-  Datum params[3] = {Int64GetDatum(scan_limit), Int64GetDatum(start), TimestampTzGetDatum(future)};
-  if (SPI_execute_plan(scan_new_plan_, params, nullptr, false, 0) != SPI_OK_SELECT) {
-    elog(ERROR, "outbox relay: scanning for events failed");
-  }
-  const uint64 n = SPI_processed;
-  Scanned result{static_cast<int64*>(palloc(sizeof(int64) * (n + 1))), 0, start - 1,
-                 n == static_cast<uint64>(scan_limit)};
-  Datum* mine = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));
-  int n_mine = 0;
-  for (uint64 r = 0; r < n; ++r) {
-    bool isnull;
-    const int64 seq =
-        DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
-    const int32 shard =
-        DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &isnull));
-    const bool waiting =
-        DatumGetBool(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 3, &isnull));
-    if (waiting && (owned & (shards::Mask{1} << shard))) {
-      mine[n_mine++] = Int64GetDatum(seq);
-    } else {
-      result.others[result.n_others++] = seq;
-    }
-    result.upto = seq;
-    if (n_mine == room) {
-      result.more = true;  // stopped at its room: more may follow
-      break;
-    }
-  }
-  if (n_mine > 0) {
-    const int before = out.count;
-    Datum fetch_params[3] = {Int64GetDatum(room), int8_array(mine, n_mine),
-                             TimestampTzGetDatum(future)};
-    append_rows(fetch_late_plan_, 3, fetch_params, kFetchLateTypes, batch, limit, bytes, max_bytes);
-    // Stopped by outbox.batch_max_bytes: accounted for only up to its last row.
-    if (bytes >= max_bytes && out.count > before) {
-      result.upto = out.rows[out.count - 1].seq;
-      result.more = true;
-      while (result.n_others > 0 && result.others[result.n_others - 1] > result.upto) {
-        --result.n_others;
-      }
-    }
-  }
-  return result;
+  RowReceiver receiver;
+  init_row_receiver(receiver, batch, &payload_scratch_, limit, bytes, max_bytes);
+  receiver.owned = owned;
+  receiver.others = static_cast<int64*>(palloc(sizeof(int64) * scan_limit));
+  receiver.last_seq = start - 1;
+  const Datum params[3] = {Int64GetDatum(scan_limit), Int64GetDatum(start),
+                           TimestampTzGetDatum(future)};
+  run_fetch(scan_new_plan_, 3, params, kFetchNewTypes, receiver);
+  bytes = receiver.bytes;
+  // Stopped by its room or outbox.batch_max_bytes, or by the LIMIT: more may follow.
+  const bool stopped = batch.fetched.count == limit || bytes >= max_bytes;
+  return {receiver.others, receiver.n_others, receiver.last_seq,
+          stopped || receiver.scanned == scan_limit};
 }
 
 // How many of the new events (from new_from) may go out: those before the first whose key

@@ -76,6 +76,8 @@ class Queue {
   TimestampTz retry_check_at() const { return retry_check_at_; }
 
  private:
+  void run_fetch(SPIPlanPtr plan, int nparams, const Datum* values, const Oid* types,
+                 RowReceiver& receiver);
   void append_rows(SPIPlanPtr plan, int nparams, const Datum* values, const Oid* types,
                    Batch& batch, int limit, int64& bytes, int64 max_bytes);
   enum class Update { kPublished, kRejected, kTransient, kPutBack };

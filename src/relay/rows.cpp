@@ -7,6 +7,7 @@
 
 #include "pg/jsonb_object.hpp"
 #include "pg/jsonb_text.hpp"
+#include "pg/shard_of.hpp"
 
 namespace outbox::pg::relay {
 namespace {
@@ -58,12 +59,23 @@ Text payload_text(Datum value, StringInfo scratch) {
 }
 
 // Called by the executor, inside guard(). The columns are those of every fetch
-// (OUTBOX_FETCH_FROM in queue.cpp), in that order.
+// (OUTBOX_FETCH_COLUMNS in queue.cpp), in that order, and for a scan of every shard
+// (kScanNewSql) whether the row waits to be sent.
 bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
   RowReceiver* receiver = reinterpret_cast<RowReceiver*>(self);
   Fetched& out = receiver->batch->fetched;
   slot_getallattrs(slot);
   const Datum* values = slot->tts_values;
+  if (receiver->owned != shards::kAll) {
+    const int64 seq = DatumGetInt64(values[10]);
+    ++receiver->scanned;
+    receiver->last_seq = seq;
+    if (!DatumGetBool(values[12]) ||
+        (receiver->owned & (shards::Mask{1} << shard_of(values[3], values[4]))) == 0) {
+      receiver->others[receiver->n_others++] = seq;
+      return true;  // the scan's LIMIT ends it
+    }
+  }
   MemoryContext old = MemoryContextSwitchTo(receiver->batch->memory);
   Row& row = out.rows[out.count++];
   row.rel = DatumGetObjectId(values[0]);
@@ -98,6 +110,7 @@ void receiver_startup(DestReceiver*, int, TupleDesc) {}
 void init_row_receiver(RowReceiver& receiver, Batch& batch, StringInfo scratch, int limit,
                        int64 bytes, int64 max_bytes) {
   receiver = RowReceiver{};
+  receiver.owned = shards::kAll;
   receiver.dest.receiveSlot = receive_row;
   receiver.dest.rStartup = receiver_startup;
   receiver.dest.rShutdown = receiver_nothing;
