@@ -147,3 +147,19 @@ SELECT w.worker, w.pid, w.state, w.sink, w.batches, w.events_sent, w.events_fail
 COMMENT ON VIEW outbox.status IS
   'One row per relay worker (running or not, and why), with the queue''s lag: unpublished events and the age of the oldest, and the keys held behind a retrying event.';
 
+-- Each event's delivery, as the relay's state says it: the one place to ask whether an event
+-- was published, and when (the relay's bookkeeping may move out of the event rows; this
+-- view's columns stay).
+CREATE VIEW outbox.event_status AS
+SELECT e.id, e.seq, e.aggregatetype, e.aggregateid, e.type, e.payload, e.headers, e.created_at,
+       CASE WHEN e.published_at IS NOT NULL THEN 'published'
+            WHEN e.dead_at IS NOT NULL THEN 'dead'
+            WHEN e.next_attempt_at IS NOT NULL THEN 'retrying'
+            ELSE 'pending' END AS state,
+       e.published_at, e.attempts, e.last_error, e.next_attempt_at, e.dead_at
+  FROM outbox.events e;
+COMMENT ON VIEW outbox.event_status IS
+  'Every event with its delivery state: pending, retrying (itself, or behind an earlier event of its key), dead, or published (and when).';
+
+-- As the install script leaves every table and view: no privilege but the owner's.
+REVOKE ALL ON outbox.event_status FROM PUBLIC;

@@ -594,6 +594,20 @@ SELECT e.id, e.seq, e.aggregatetype, e.aggregateid, e.type, e.created_at, e.atte
   FROM outbox.events e
  WHERE e.published_at IS NULL AND e.dead_at IS NOT NULL;
 
+-- Each event's delivery, as the relay's state says it: the one place to ask whether an event
+-- was published, and when (the relay's bookkeeping may move out of the event rows; this
+-- view's columns stay).
+CREATE VIEW outbox.event_status AS
+SELECT e.id, e.seq, e.aggregatetype, e.aggregateid, e.type, e.payload, e.headers, e.created_at,
+       CASE WHEN e.published_at IS NOT NULL THEN 'published'
+            WHEN e.dead_at IS NOT NULL THEN 'dead'
+            WHEN e.next_attempt_at IS NOT NULL THEN 'retrying'
+            ELSE 'pending' END AS state,
+       e.published_at, e.attempts, e.last_error, e.next_attempt_at, e.dead_at
+  FROM outbox.events e;
+COMMENT ON VIEW outbox.event_status IS
+  'Every event with its delivery state: pending, retrying (itself, or behind an earlier event of its key), dead, or published (and when).';
+
 -- A requeued event takes a new sequence number: it goes to the end of the queue, above the
 -- relay's low-water mark, as a new event would.
 CREATE FUNCTION outbox.requeue(event_id uuid)

@@ -100,7 +100,7 @@ DO $$
 DECLARE
   deadline timestamptz := clock_timestamp() + interval '30 seconds';
 BEGIN
-  WHILE EXISTS (SELECT 1 FROM outbox.events WHERE published_at IS NULL) LOOP
+  WHILE EXISTS (SELECT 1 FROM outbox.event_status WHERE published_at IS NULL) LOOP
     IF clock_timestamp() > deadline THEN
       RAISE EXCEPTION 'events still unpublished after 30 s; the relay says: %',
         (SELECT string_agg(coalesce(last_error, state), '; ') FROM outbox.status);
@@ -109,7 +109,7 @@ BEGIN
   END LOOP;
 END $$;
 SELECT seq, id, aggregatetype, aggregateid, type, published_at - created_at AS delivered_after
-  FROM outbox.events ORDER BY seq;
+  FROM outbox.event_status ORDER BY seq;
 SQL
 
 "sink_read_$sink"

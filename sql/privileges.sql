@@ -35,6 +35,7 @@ SELECT outbox.enqueue('order', 'granted', 'OrderCreated', '{}') IS NOT NULL AS e
 SELECT cardinality(outbox.enqueue_batch('[{"aggregatetype": "o", "aggregateid": "granted", "type": "t", "payload": {}}]')) AS batch;
 -- ... and nothing more: no reading or forging rows, no rotation.
 SELECT count(*) FROM outbox.events;
+SELECT count(*) FROM outbox.event_status;
 INSERT INTO outbox.events (id, aggregatetype, aggregateid, type, payload, created_at, part_at)
 VALUES (gen_random_uuid(), 'o', '1', 't', '{}', now(), now());
 UPDATE outbox.events SET published_at = now();
@@ -43,6 +44,14 @@ SELECT * FROM outbox._create_partition(now(), now() + interval '1 day');
 RESET ROLE;
 
 SELECT count(*) AS written_by_app FROM outbox.events WHERE aggregateid = 'granted';
+-- docs/security.md's grant for an operator role reads every event's delivery state.
+GRANT USAGE ON SCHEMA outbox TO app_nobody;
+GRANT SELECT ON outbox.dead_letters, outbox.event_status TO app_nobody;
+SET ROLE app_nobody;
+SELECT state, count(*) FROM outbox.event_status WHERE aggregateid = 'granted' GROUP BY state;
+RESET ROLE;
+REVOKE SELECT ON outbox.dead_letters, outbox.event_status FROM app_nobody;
+REVOKE USAGE ON SCHEMA outbox FROM app_nobody;
 
 -- A hostile search_path cannot redirect enqueue: a look-alike table (also in pg_temp) and
 -- look-alike functions in schemas the caller puts first change nothing. (The cached plan

@@ -35,9 +35,18 @@ SELECT count(*) AS partitions FROM outbox.partitions;
 -- Running again soon after makes nothing new, or only the next second's partition.
 SELECT count(*) <= 1 AS idempotent FROM outbox.rotate();
 
--- An event that is never published keeps its partition alive past retention.
-SELECT outbox.enqueue('order', 'unpublished', 'OrderCreated', '{}') IS NOT NULL AS enqueued;
-SELECT outbox.enqueue('order', 'published', 'OrderCreated', '{}') IS NOT NULL AS enqueued;
+-- An event that is never published keeps its partition alive past retention. The two events
+-- share a partition (partitions last a second here: the pair is written again if it
+-- straddled a boundary).
+DO $$
+BEGIN
+  LOOP
+    PERFORM outbox.enqueue('order', 'unpublished', 'OrderCreated', '{}');
+    PERFORM outbox.enqueue('order', 'published', 'OrderCreated', '{}');
+    EXIT WHEN (SELECT count(DISTINCT tableoid) FROM outbox.events) = 1;
+    DELETE FROM outbox.events;
+  END LOOP;
+END $$;
 UPDATE outbox.events SET published_at = now() WHERE aggregateid = 'published';
 SELECT tableoid::regclass::text AS kept_partition FROM outbox.events WHERE aggregateid = 'unpublished' \gset
 

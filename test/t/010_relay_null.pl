@@ -44,7 +44,7 @@ for my $i (1 .. 50) {
 }
 $node->safe_psql('postgres', q{BEGIN; SELECT outbox.enqueue('order', 'rb', 'OrderCreated', '{}'); ROLLBACK;});
 wait_published($node, 'true', 'all committed events published');
-is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE published_at IS NOT NULL}),
+is_deeply(ids($node, q{SELECT id FROM outbox.event_status WHERE published_at IS NOT NULL}),
 	[ sort @enqueued ], 'the published ids are exactly the enqueued ids');
 
 # The trap: a transaction that enqueued early and commits late must still be delivered.
@@ -59,7 +59,7 @@ my ($late_seq, $max_seq) = split /\|/, $node->safe_psql('postgres',
 $late->query_safe('COMMIT');
 $late->quit;
 wait_published($node, q{aggregateid = 'late'}, 'the late commit is delivered too');
-is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.events WHERE aggregateid = 'late' AND published_at IS NOT NULL}),
+is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.event_status WHERE aggregateid = 'late' AND published_at IS NOT NULL}),
 	'1', 'exactly the late event');
 ok($node->safe_psql('postgres', q{SELECT seq FROM outbox.events WHERE aggregateid = 'late'}) < $late_seq,
 	'its seq is below events that were published before it (the id > last_id relay would lose it)');
@@ -86,7 +86,7 @@ for my $i (1 .. 10) {
 	push @mixed, $node->safe_psql('postgres', qq{SELECT outbox.enqueue('mixed', '$i', 'T', '{}')});
 }
 ok( $node->poll_query_until('postgres',
-		q{SELECT count(*) = 0 FROM outbox.events WHERE aggregatetype = 'mixed' AND published_at IS NULL AND dead_at IS NULL}),
+		q{SELECT count(*) = 0 FROM outbox.event_status WHERE aggregatetype = 'mixed' AND published_at IS NULL AND dead_at IS NULL}),
 	'every event is either published or dead-lettered');
 my $dead = $node->safe_psql('postgres', q{SELECT count(*) FROM outbox.dead_letters});
 is($dead, 10, 'all rejected events are dead-lettered');
@@ -97,7 +97,7 @@ is($node->safe_psql('postgres', q{SELECT dead_lettered FROM outbox.status}), $de
 $node->safe_psql('postgres', q{SELECT outbox.configure_sink('null')});
 is($node->safe_psql('postgres', q{SELECT outbox.requeue_dead()}), $dead, 'requeue_dead requeues them all');
 wait_published($node, q{aggregatetype = 'mixed'}, 'requeued events are delivered');
-is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE aggregatetype = 'mixed' AND published_at IS NOT NULL}),
+is_deeply(ids($node, q{SELECT id FROM outbox.event_status WHERE aggregatetype = 'mixed' AND published_at IS NOT NULL}),
 	[ sort @mixed ], 'every mixed event is published in the end');
 
 # A sink that throws (as a buggy sink would): the relay backs off and retries, every event
@@ -128,7 +128,7 @@ $node->safe_psql('postgres', q{SELECT outbox.configure_sink('null')});
 my $piped = ids($node,
 	q{SELECT outbox.enqueue('piped', (g % 10)::text, 'P', '{}') FROM generate_series(1, 300) g});
 wait_published($node, q{aggregatetype = 'piped'}, 'pipelined: all delivered');
-is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE aggregatetype = 'piped' AND published_at IS NOT NULL}),
+is_deeply(ids($node, q{SELECT id FROM outbox.event_status WHERE aggregatetype = 'piped' AND published_at IS NOT NULL}),
 	$piped, 'pipelined: the published ids are the enqueued ids');
 is( $node->safe_psql('postgres', q{
 		SELECT string_agg(n::text, ',' ORDER BY n) FROM (
@@ -142,7 +142,7 @@ wait_relay_reloaded($node, { 'outbox.batch_max_bytes' => 1024 }, 'the relay has 
 my $batches_before = $node->safe_psql('postgres', q{SELECT batches FROM outbox.status});
 my $sized = ids($node, q{SELECT outbox.enqueue('sized', g::text, 'S', jsonb_build_object('pad', repeat('x', CASE WHEN g = 15 THEN 5000 ELSE 390 END))) FROM generate_series(1, 30) g});
 wait_published($node, q{aggregatetype = 'sized'}, 'batch_max_bytes: all delivered');
-is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE aggregatetype = 'sized' AND published_at IS NOT NULL}),
+is_deeply(ids($node, q{SELECT id FROM outbox.event_status WHERE aggregatetype = 'sized' AND published_at IS NOT NULL}),
 	$sized, 'batch_max_bytes: the published ids are the enqueued ids');
 my $sized_batches = $node->safe_psql('postgres', q{SELECT batches FROM outbox.status}) - $batches_before;
 ok($sized_batches >= 10, "batch_max_bytes: 30 events in $sized_batches batches");
@@ -158,11 +158,11 @@ for my $case (['rejecting', '{"fail_every": 13}'], ['throwing', '{"throw_every":
 	my $sent = ids($node,
 		qq{SELECT outbox.enqueue('$what', (g % 10)::text, 'P', '{}') FROM generate_series(1, 300) g});
 	ok( $node->poll_query_until('postgres',
-			qq{SELECT count(*) = 0 FROM outbox.events WHERE aggregatetype = '$what' AND published_at IS NULL AND attempts = 0}),
+			qq{SELECT count(*) = 0 FROM outbox.event_status WHERE aggregatetype = '$what' AND published_at IS NULL AND attempts = 0}),
 		"pipelined, $what sink: every event was tried");
 	$node->safe_psql('postgres', q{SELECT outbox.configure_sink('null')});
 	wait_published($node, qq{aggregatetype = '$what'}, "pipelined, $what sink: all delivered in the end");
-	is_deeply(ids($node, qq{SELECT id FROM outbox.events WHERE aggregatetype = '$what' AND published_at IS NOT NULL}),
+	is_deeply(ids($node, qq{SELECT id FROM outbox.event_status WHERE aggregatetype = '$what' AND published_at IS NOT NULL}),
 		$sent, "pipelined, $what sink: the published ids are the enqueued ids");
 }
 ok($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.events WHERE aggregatetype = 'rejecting' AND attempts > 0}) >= 20,
@@ -182,11 +182,11 @@ ok($node->poll_query_until('postgres', q{SELECT state = 'unconfigured' FROM outb
 my $paused = ids($node, q{SELECT outbox.enqueue('paused', g::text, 'P', '{}') FROM generate_series(1, 5) g});
 wait_relay_pass($node, 'the unconfigured relay has looked again since they committed',
 	waiting => 'outbox relay: waiting for a sink');
-is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.events WHERE aggregatetype = 'paused' AND published_at IS NOT NULL}),
+is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.event_status WHERE aggregatetype = 'paused' AND published_at IS NOT NULL}),
 	'0', 'nothing is sent while unconfigured');
 $node->safe_psql('postgres', q{SELECT outbox.configure_sink('null')});
 wait_published($node, q{aggregatetype = 'paused'}, 'configured again: the waiting events are sent');
-is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE aggregatetype = 'paused' AND published_at IS NOT NULL}),
+is_deeply(ids($node, q{SELECT id FROM outbox.event_status WHERE aggregatetype = 'paused' AND published_at IS NOT NULL}),
 	$paused, 'configured again: the published ids are the enqueued ids');
 
 # An unconfigured relay sleeps on its latch: it neither polls every few milliseconds nor
@@ -219,12 +219,12 @@ my $asleep = ids($node, q{
 	SELECT id FROM asleep});
 my $sleeps = relay_sleeps() - $sleeps_before;
 ok($sleeps < 20, "an unconfigured relay does not wake for 2 s of commits ($sleeps wake-ups)");
-is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.events WHERE aggregatetype = 'asleep' AND published_at IS NOT NULL}),
+is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.event_status WHERE aggregatetype = 'asleep' AND published_at IS NOT NULL}),
 	'0', 'and sends none of them');
 $node->safe_psql('postgres', q{SELECT outbox.configure_sink('null')});
 wait_published($node, q{aggregatetype = 'asleep'}, 'configure_sink wakes the relay: the waiting events are sent');
 is(scalar(@$asleep), 200, '200 commits enqueued');
-is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE aggregatetype = 'asleep' AND published_at IS NOT NULL}),
+is_deeply(ids($node, q{SELECT id FROM outbox.event_status WHERE aggregatetype = 'asleep' AND published_at IS NOT NULL}),
 	$asleep, 'configured: the published ids are the enqueued ids');
 $node->safe_psql('postgres', q{ALTER SYSTEM SET outbox.poll_interval = '200ms'; SELECT pg_reload_conf();});
 wait_relay_reloaded($node, { 'outbox.poll_interval' => 200 }, 'the relay has read the poll at 200 ms again');

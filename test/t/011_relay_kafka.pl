@@ -72,7 +72,7 @@ sub enqueue_orders {
 sub wait_all_published {
 	my ($what) = @_;
 	ok( $node->poll_query_until('postgres',
-			q{SELECT count(*) = 0 FROM outbox.events WHERE published_at IS NULL AND dead_at IS NULL}),
+			q{SELECT count(*) = 0 FROM outbox.event_status WHERE published_at IS NULL AND dead_at IS NULL}),
 		$what);
 }
 
@@ -153,7 +153,7 @@ mock('down -1');
 enqueue_orders(35, 'outage');
 ok( $node->poll_query_until('postgres', q{SELECT state = 'backoff' AND last_error LIKE 'sink unavailable%' FROM outbox.status}),
 	'outage: the relay backs off and says why');
-is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.events WHERE payload->>'tag' = 'outage' AND published_at IS NOT NULL}),
+is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.event_status WHERE payload->>'tag' = 'outage' AND published_at IS NOT NULL}),
 	'0', 'outage: nothing is marked published while the brokers are down');
 ok( $node->poll_query_until('postgres',
 		q{SELECT s.state = 'backoff' AND a.state = 'idle' AND a.backend_xmin IS NULL
@@ -186,14 +186,14 @@ for my $row (split /\n/, $node->safe_psql('postgres', q{
 my @flowing = grep { $partition_of_key{$_} != 0 } map { "k$_" } 0 .. 6;
 my $flowing_list = join(',', map { "'$_'" } @flowing);
 ok( $node->poll_query_until('postgres', qq{
-	  SELECT count(*) = 0 FROM outbox.events
+	  SELECT count(*) = 0 FROM outbox.event_status
 	   WHERE payload->>'tag' = 'leaderless' AND aggregateid IN ($flowing_list) AND published_at IS NULL}),
 	'leaderless: the keys of the other partitions are all published');
 ok( $node->poll_query_until('postgres', q{
 	  SELECT held_keys > 0 AND oldest_held_error LIKE '%no leader%' FROM outbox.status}),
 	'leaderless: the keys of the partition are held, with the reason')
   or diag($node->safe_psql('postgres', 'SELECT held_keys, oldest_held_error, last_error FROM outbox.status'));
-is($node->safe_psql('postgres', qq{SELECT count(*) FROM outbox.events
+is($node->safe_psql('postgres', qq{SELECT count(*) FROM outbox.event_status
 	  WHERE payload->>'tag' = 'leaderless' AND aggregateid = '$stuck_key' AND published_at IS NOT NULL}),
 	'0', "leaderless: nothing of $stuck_key is published while its partition has no leader");
 mock('leader outbox.event.order 0 1');

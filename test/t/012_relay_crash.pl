@@ -102,7 +102,7 @@ is(scalar(@lost), 0, 'no event lost across the crashes and the shutdown') or dia
 is(scalar(@unknown), 0, 'no unknown event in the topic');
 my $dups = grep { $ids->{$_} > 1 } keys %$ids;
 note("duplicates after the crashes: $dups (allowed: at least once)");
-is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.events WHERE published_at IS NULL}), '0',
+is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.event_status WHERE published_at IS NULL}), '0',
 	'every event is marked published');
 
 # librdkafka's complaints about the brokers that were down reach the server log through the

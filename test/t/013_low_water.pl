@@ -64,7 +64,7 @@ is(q1(q{SELECT extversion = default_version FROM pg_extension, pg_available_exte
          WHERE extname = 'outbox' AND name = 'outbox'}), 't', 'updated to the current version');
 wait_published($node, q{aggregatetype IN ('old_pending', 'old_waiting')},
 	'after the updates the relay delivers what was pending and waiting');
-is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE published_at IS NOT NULL}),
+is_deeply(ids($node, q{SELECT id FROM outbox.event_status WHERE published_at IS NOT NULL}),
 	[ sort @pending, @published, @waiting ], 'published: exactly the pending, waiting and old published ids');
 is_deeply(ids($node, q{SELECT id FROM outbox.dead_letters}), [ sort @dead ], 'dead letters stay dead letters');
 is(q1(q{SELECT dead_lettered FROM outbox.status}), '3', 'status counts them');
@@ -83,7 +83,7 @@ ok( $node->poll_query_until('postgres', q{
 		SELECT sum(n_tup_upd) >= 5000 AND sum(n_tup_hot_upd) >= 0.9 * sum(n_tup_upd)
 		  FROM pg_stat_user_tables WHERE schemaname = 'outbox' AND relname LIKE 'events\_2%'}),
 	'at least 90% of the marks are heap-only updates');
-is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE aggregatetype = 'bulk' AND published_at IS NOT NULL}),
+is_deeply(ids($node, q{SELECT id FROM outbox.event_status WHERE aggregatetype = 'bulk' AND published_at IS NOT NULL}),
 	[ sort @bulk ], 'the bulk ids are exactly the enqueued ones');
 ok( $node->poll_query_until('postgres',
 		q{SELECT low_water > (SELECT max(seq) FROM outbox.events) FROM outbox.relay_state}),
@@ -110,7 +110,7 @@ ok(q1(q{SELECT min(seq) FROM outbox.events WHERE aggregatetype = 'after'}) > $la
 $late->query_safe('COMMIT');
 $late->quit;
 wait_published($node, q{aggregatetype = 'late'}, 'the late commit is delivered');
-is(q1(q{SELECT id FROM outbox.events WHERE aggregatetype = 'late' AND published_at IS NOT NULL}),
+is(q1(q{SELECT id FROM outbox.event_status WHERE aggregatetype = 'late' AND published_at IS NOT NULL}),
 	$late_id, 'exactly the late event');
 
 # A transaction that only holds an xid (no event) holds the mark back, not the delivery.
@@ -141,14 +141,14 @@ for my $k (1 .. 3) {
 q1(q{BEGIN; SELECT outbox.enqueue('rolled_back_gap', g::text, 'T', '{}') FROM generate_series(1, 5) g; ROLLBACK;});
 push @between, enqueue('between', 20);
 wait_published($node, q{aggregatetype = 'between'}, 'events around three open transactions are delivered');
-is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE aggregatetype = 'between' AND published_at IS NOT NULL}),
+is_deeply(ids($node, q{SELECT id FROM outbox.event_status WHERE aggregatetype = 'between' AND published_at IS NOT NULL}),
 	[ sort @between ], 'exactly those ids');
 for my $session (@late_sessions) {
 	$session->query_safe('COMMIT');
 	$session->quit;
 }
 wait_published($node, q{aggregatetype = 'late_gap'}, 'late commits are delivered while an old transaction holds xmin');
-is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE aggregatetype = 'late_gap' AND published_at IS NOT NULL}),
+is_deeply(ids($node, q{SELECT id FROM outbox.event_status WHERE aggregatetype = 'late_gap' AND published_at IS NOT NULL}),
 	[ sort @late_ids ], 'exactly the late ids');
 q1(q{ALTER SYSTEM RESET outbox.poll_interval; SELECT pg_reload_conf()});
 $old->query_safe('COMMIT');
@@ -226,11 +226,11 @@ ok(q1(q{SELECT min(seq) FROM outbox.events}) < $old_mark, 'new events now sit be
 $node->append_conf('postgresql.conf', "outbox.workers = 1\n");
 $node->restart;
 wait_published($node, q{aggregatetype = 'after_restart'}, 'after TRUNCATE ... RESTART IDENTITY with the relay stopped, all are delivered');
-is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE aggregatetype = 'after_restart' AND published_at IS NOT NULL}),
+is_deeply(ids($node, q{SELECT id FROM outbox.event_status WHERE aggregatetype = 'after_restart' AND published_at IS NOT NULL}),
 	[ sort @restarted ], 'exactly those ids');
 
 # --- Everything, once more, as sets: every committed event is published or a dead letter.
-is(q1(q{SELECT count(*) FROM outbox.events WHERE published_at IS NULL AND dead_at IS NULL}), '0',
+is(q1(q{SELECT count(*) FROM outbox.event_status WHERE published_at IS NULL AND dead_at IS NULL}), '0',
 	'nothing is left unpublished');
 is(q1(q{SELECT unpublished FROM outbox.status}), '0', 'and status agrees');
 

@@ -46,9 +46,9 @@ for my $session (@late_sessions) {
 	$session->quit;
 }
 wait_published($node, q{aggregatetype = 'late'}, 'the late commits are delivered');
-is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE aggregatetype = 'late' AND published_at IS NOT NULL}),
+is_deeply(ids($node, q{SELECT id FROM outbox.event_status WHERE aggregatetype = 'late' AND published_at IS NOT NULL}),
 	[ sort @late_ids ], 'exactly the late ids');
-is($q1->(q{SELECT count(*) FROM outbox.events WHERE published_at IS NULL}), '0', 'nothing is left unpublished');
+is($q1->(q{SELECT count(*) FROM outbox.event_status WHERE published_at IS NULL}), '0', 'nothing is left unpublished');
 is($q1->(q{SELECT count(*) FROM outbox.events}), '1003', 'and nothing more was written');
 my @sent = split /\|/, $q1->(q{SELECT string_agg(events_sent::text, '|' ORDER BY worker) FROM outbox.status});
 note("events sent per worker: @sent");

@@ -59,7 +59,7 @@ sub enqueue_and_wait {
 	my ($tag) = @_;
 	my $id = $node->safe_psql('shop', qq{SELECT outbox.enqueue('order', '$tag', 'T', '{}')});
 	ok($node->poll_query_until('shop',
-			qq{SELECT published_at IS NOT NULL FROM outbox.events WHERE id = '$id'}),
+			qq{SELECT published_at IS NOT NULL FROM outbox.event_status WHERE id = '$id'}),
 		"an event enqueued $tag is published");
 }
 enqueue_and_wait('before');

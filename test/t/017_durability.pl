@@ -60,7 +60,7 @@ for my $round (1 .. 5) {
 	my $writer = start_writer($round);
 	# Let the relay publish a good part of the stream, then crash in the middle of it.
 	$node->poll_query_until('postgres',
-		qq{SELECT count(*) >= 20 FROM outbox.events WHERE type = 'round-$round' AND published_at IS NOT NULL});
+		qq{SELECT count(*) >= 20 FROM outbox.event_status WHERE type = 'round-$round' AND published_at IS NOT NULL});
 	$node->stop('immediate');
 	$writer->finish;    # psql lost its server
 	$node->start;

@@ -86,7 +86,7 @@ UPDATE outbox.events SET next_attempt_at = now(), attempts = 1, last_error = 're
 		is($err, '', "... with no error or warning") or diag($err);
 
 		ok( $node->poll_query_until('restored',
-				q{SELECT count(*) = 0 FROM outbox.events WHERE type IN ('pending', 'retry') AND published_at IS NULL}),
+				q{SELECT count(*) = 0 FROM outbox.event_status WHERE type IN ('pending', 'retry') AND published_at IS NULL}),
 			"$label, $format: the unpublished events are delivered");
 		is($node->safe_psql('restored', q{SELECT dead_lettered FROM outbox.status}), '3',
 			"$label, $format: dead letters stay dead letters");
@@ -102,7 +102,7 @@ UPDATE outbox.events SET next_attempt_at = now(), attempts = 1, last_error = 're
 
 		$ids{"new_$format"} = [ enqueue($node, 5, "new-$format", 'restored') ];
 		ok( $node->poll_query_until('restored',
-				qq{SELECT count(*) = 0 FROM outbox.events WHERE type = 'new-$format' AND published_at IS NULL}),
+				qq{SELECT count(*) = 0 FROM outbox.event_status WHERE type = 'new-$format' AND published_at IS NULL}),
 			"$label, $format: new events are delivered");
 		ok($node->safe_psql('restored', qq{SELECT min(seq) > $max_seq FROM outbox.events WHERE type = 'new-$format'}) eq 't',
 			"$label, $format: new events take seq values above the restored ones");

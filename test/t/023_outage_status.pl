@@ -40,7 +40,7 @@ unlike($error, qr/PURGE/, '... not a consequence of it');
 $node->safe_psql('postgres', q{SELECT outbox.configure_sink('null')});
 wait_published($node, 'true', 'the new configuration delivers the stuck events');
 is($node->safe_psql('postgres', q{SELECT sink FROM outbox.status}), 'null', 'with the new sink');
-is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE published_at IS NOT NULL}),
+is_deeply(ids($node, q{SELECT id FROM outbox.event_status WHERE published_at IS NOT NULL}),
 	[ sort($first, @stuck) ], 'every event is published');
 
 $node->stop;

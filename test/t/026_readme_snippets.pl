@@ -45,11 +45,11 @@ is($rc, 0, 'the Quick start runs without error') or diag($err);
 my @ids = sort($out =~ /\b([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b/g);
 ok(@ids >= 1, 'the Quick start printed the id of its event');
 ok( $node->poll_query_until('shop',
-		q{SELECT count(*) = 0 FROM outbox.events WHERE published_at IS NULL}),
+		q{SELECT count(*) = 0 FROM outbox.event_status WHERE published_at IS NULL}),
 	'the relay published what the Quick start enqueued');
 is_deeply(
 	[ sort split /\n/, $node->safe_psql('shop',
-		q{SELECT id FROM outbox.events WHERE published_at IS NOT NULL}) ],
+		q{SELECT id FROM outbox.event_status WHERE published_at IS NOT NULL}) ],
 	\@ids,
 	'the published events are exactly the ones the Quick start enqueued');
 is($node->safe_psql('shop', q{SELECT customer || ' ' || total FROM orders}),

@@ -117,6 +117,6 @@ wait_sealed($dead, $offset, "the dead letter's partition is sealed");
 is(q1(qq{SELECT outbox.requeue('$dead')}), 't', 'requeued');
 wait_published($node, qq{id = '$dead'}, 'the requeued event is published');
 
-is(q1(q{SELECT count(*) FROM outbox.events WHERE published_at IS NULL}), '0', 'nothing is left unpublished');
+is(q1(q{SELECT count(*) FROM outbox.event_status WHERE published_at IS NULL}), '0', 'nothing is left unpublished');
 $node->stop;
 done_testing();

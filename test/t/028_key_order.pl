@@ -231,7 +231,7 @@ sub kill_sending_worker {
 }
 
 sub note_backlog {
-	note("$_[0]: " . q1(q{SELECT count(*) FROM outbox.events WHERE published_at IS NULL}) . ' events unpublished');
+	note("$_[0]: " . q1(q{SELECT count(*) FROM outbox.event_status WHERE published_at IS NULL}) . ' events unpublished');
 }
 
 # --- Phase 1: n = 1..35 (35,000 events); a worker ended by pg_terminate_backend while it sends.
@@ -270,7 +270,7 @@ finish_writers($phase);
 is($committed, $n_keys * $per_key, '100,000 events committed');
 
 ok( $node->poll_query_until('postgres',
-		q{SELECT count(*) = 0 FROM outbox.events WHERE published_at IS NULL AND dead_at IS NULL}),
+		q{SELECT count(*) = 0 FROM outbox.event_status WHERE published_at IS NULL AND dead_at IS NULL}),
 	'every event is published');
 is(q1(q{SELECT count(*) FROM outbox.events WHERE dead_at IS NOT NULL}), '0', 'none is dead-lettered');
 is(q1(q{SELECT count(*) FROM outbox.status WHERE pid IS NOT NULL}), '2', 'still 2 workers');

@@ -50,7 +50,7 @@ ok($node->poll_query_until('postgres', "SELECT count(*) = $workers FROM outbox.s
 $late->query_safe('COMMIT');
 $late->quit;
 ok($node->poll_query_until('postgres',
-		q{SELECT count(*) = 0 FROM outbox.events WHERE published_at IS NULL}),
+		q{SELECT count(*) = 0 FROM outbox.event_status WHERE published_at IS NULL}),
 	"$workers worker(s): everything is delivered");
 
 my @k = map { (split /\t/)[2] } grep { /^order\tK\t/ } split /\n/, slurp_file($record_file);

@@ -109,7 +109,7 @@ sub enqueue {
 sub wait_all_published {
 	my ($what) = @_;
 	ok( $node->poll_query_until('postgres',
-			q{SELECT count(*) = 0 FROM outbox.events WHERE published_at IS NULL AND dead_at IS NULL}),
+			q{SELECT count(*) = 0 FROM outbox.event_status WHERE published_at IS NULL AND dead_at IS NULL}),
 		$what);
 }
 
@@ -180,7 +180,7 @@ ok( $node->poll_query_until('postgres',
 my $shipment_list = join(', ', map { "'$_'" } @shipments);
 is($node->safe_psql('postgres',
 		qq{SELECT count(*) FILTER (WHERE published_at IS NULL AND attempts = 0 AND dead_at IS NULL)
-		     FROM outbox.events WHERE id IN ($shipment_list)}),
+		     FROM outbox.event_status WHERE id IN ($shipment_list)}),
 	'20', 'no stream: the events stay unpublished with no attempt counted');
 
 # 3 (a). Killed between the PubAcks and the mark. Another session holds a row lock on one
@@ -197,7 +197,7 @@ ok( $node->poll_query_until('postgres', q{
 my %in_stream = map { ($_->{headers}{'Nats-Msg-Id'}[0] => 1) } @{ read_stream('SHIP') };
 is_deeply([ sort grep { $in_stream{$_} } @shipments ], [ sort @shipments ],
 	'killed before the mark: the stream has acknowledged the whole batch');
-is($node->safe_psql('postgres', qq{SELECT count(*) FROM outbox.events WHERE id IN ($shipment_list) AND published_at IS NOT NULL}),
+is($node->safe_psql('postgres', qq{SELECT count(*) FROM outbox.event_status WHERE id IN ($shipment_list) AND published_at IS NOT NULL}),
 	'0', 'killed before the mark: none is marked yet');
 my $relay_pid = $node->safe_psql('postgres', q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'outbox relay'});
 kill 'KILL', $relay_pid;

@@ -149,7 +149,7 @@ sub enqueue {
 sub wait_all_done {
 	my ($what) = @_;
 	ok( $node->poll_query_until('postgres',
-			q{SELECT count(*) = 0 FROM outbox.events WHERE published_at IS NULL AND dead_at IS NULL}),
+			q{SELECT count(*) = 0 FROM outbox.event_status WHERE published_at IS NULL AND dead_at IS NULL}),
 		$what);
 }
 # The receiver's acknowledged ids against every event published so far, every request's
@@ -172,7 +172,7 @@ sub check_received {
 		push @{ $first_n{$key} }, $n unless grep { $_ == $n } @{ $first_n{$key} // [] };
 		$acked{$id} = 1 if $r->{status_returned} >= 200 && $r->{status_returned} < 300;
 	}
-	my $published = ids($node, q{SELECT id FROM outbox.events WHERE aggregatetype = 'order' AND published_at IS NOT NULL});
+	my $published = ids($node, q{SELECT id FROM outbox.event_status WHERE aggregatetype = 'order' AND published_at IS NOT NULL});
 	is_deeply([ sort keys %acked ], $published, "$what: the ids acknowledged are the ids published");
 	my @order_broken = grep { join(',', @{ $first_n{$_} }) ne join(',', sort { $a <=> $b } @{ $first_n{$_} }) } keys %first_n;
 	is_deeply(\@order_broken, [], "$what: per key, first deliveries in enqueue order");
@@ -185,7 +185,7 @@ sub check_received {
 enqueue('k' . ($_ % 6), 'plain') for 1 .. 60;
 wait_all_done('plain: all published');
 check_received('plain');
-is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE published_at IS NOT NULL}),
+is_deeply(ids($node, q{SELECT id FROM outbox.event_status WHERE published_at IS NOT NULL}),
 	[ sort keys %enqueued ], 'plain: every enqueued id was published');
 my %connections = map { $_->{remote_port} => 1 } @{ received() };
 cmp_ok(scalar(keys %connections), '<=', 8,
@@ -196,7 +196,7 @@ stop_receiver($receiver);
 my @outage = map { enqueue('k' . ($_ % 6), 'outage') } 1 .. 20;
 ok( $node->poll_query_until('postgres', q{SELECT state = 'backoff' AND last_error LIKE '%http:%' FROM outbox.status}),
 	'outage: the relay backs off and says why');
-is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.events WHERE payload->>'tag' = 'outage' AND published_at IS NOT NULL}),
+is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.event_status WHERE payload->>'tag' = 'outage' AND published_at IS NOT NULL}),
 	'0', 'outage: nothing is published while the receiver is down');
 ($receiver) = start_receiver(port => $port);
 wait_all_done('outage: all published once the receiver is back');
@@ -284,7 +284,7 @@ my $tls_id = enqueue('k1', 'tls');
 ok( $node->poll_query_until('postgres', q{SELECT state = 'backoff' AND last_error LIKE '%certificate%' FROM outbox.status}),
 	'https: an untrusted certificate is refused with the default tls.verify')
   or diag($node->safe_psql('postgres', 'SELECT last_error FROM outbox.status'));
-is($node->safe_psql('postgres', qq{SELECT published_at IS NULL AND attempts = 0 FROM outbox.events WHERE id = '$tls_id'}),
+is($node->safe_psql('postgres', qq{SELECT published_at IS NULL AND attempts = 0 FROM outbox.event_status WHERE id = '$tls_id'}),
 	't', 'https: not published, no attempt burned');
 configure($tls_url, 'tls.ca_file' => 'receiver.crt');
 wait_all_done('https: delivered with tls.ca_file');

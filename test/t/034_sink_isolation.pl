@@ -68,7 +68,7 @@ ok(!$node->log_contains(qr/terminated by signal|server process .* was terminated
 
 q1(q{SELECT outbox.configure_sink('crashtest', '{}')});
 OutboxNode::wait_published($node, 'true', 'without the option, delivery resumes');
-is_deeply(OutboxNode::ids($node, 'SELECT id FROM outbox.events WHERE published_at IS NOT NULL'),
+is_deeply(OutboxNode::ids($node, 'SELECT id FROM outbox.event_status WHERE published_at IS NOT NULL'),
 	[ sort @ids ], 'every event is published, none lost');
 is(zombies(), 0, 'no zombie is left behind');
 $other->query_safe('COMMIT');

@@ -43,12 +43,12 @@ my @sent = sort map { q1(qq{SELECT outbox.enqueue('order', '$_', 'T', '{}')}) } 
 my $deadline = time + 10;
 my $left;
 while (time < $deadline) {
-	$left = q1(q{SELECT count(*) FROM outbox.events WHERE aggregatetype = 'order' AND published_at IS NULL});
+	$left = q1(q{SELECT count(*) FROM outbox.event_status WHERE aggregatetype = 'order' AND published_at IS NULL});
 	last if $left == 0;
 	sleep 0.05;
 }
 is($left, 0, 'every shard\'s event is sent at its commit, with the poll at an hour');
-is_deeply(ids($node, q{SELECT id FROM outbox.events WHERE aggregatetype = 'order' AND published_at IS NOT NULL}),
+is_deeply(ids($node, q{SELECT id FROM outbox.event_status WHERE aggregatetype = 'order' AND published_at IS NOT NULL}),
 	\@sent, 'the published ids are the enqueued ones');
 
 done_testing();

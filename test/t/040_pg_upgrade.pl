@@ -191,7 +191,7 @@ listen_addresses = ''
 	$new->append_conf('postgresql.conf', "outbox.workers = 1\n");
 	$new->restart;
 	ok( $new->poll_query_until('postgres',
-			q{SELECT count(*) = 3 FROM outbox.events WHERE published_at IS NULL AND dead_at IS NULL}),
+			q{SELECT count(*) = 3 FROM outbox.event_status WHERE published_at IS NULL AND dead_at IS NULL}),
 		"$mode: the backlog is delivered (but the retrying key)");
 	# The retry's sink rejected it for the old cluster; the new configuration accepts it.
 	$new->safe_psql('postgres', q{SELECT outbox.configure_sink('null', '{"record_file": "new.tsv"}')});

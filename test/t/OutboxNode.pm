@@ -39,7 +39,7 @@ sub ids {
 sub wait_published {
 	my ($node, $where, $what) = @_;
 	ok( $node->poll_query_until('postgres',
-			"SELECT count(*) = 0 FROM outbox.events WHERE published_at IS NULL AND ($where)"),
+			"SELECT count(*) = 0 FROM outbox.event_status WHERE published_at IS NULL AND ($where)"),
 		$what);
 }
 
@@ -109,7 +109,7 @@ sub wait_relay_reloaded {
 sub wait_relay_idle {
 	my ($node, $what) = @_;
 	$node->poll_query_until('postgres', q{
-		SELECT NOT EXISTS (SELECT 1 FROM outbox.events WHERE published_at IS NULL AND dead_at IS NULL)})
+		SELECT NOT EXISTS (SELECT 1 FROM outbox.event_status WHERE published_at IS NULL AND dead_at IS NULL)})
 	  or return fail("$what (events are left to send)");
 	return ok( $node->poll_query_until('postgres', q{
 			SELECT query = 'outbox relay: waiting for events' FROM pg_stat_activity
