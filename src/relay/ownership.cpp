@@ -20,7 +20,7 @@ constexpr int64 kRoundUs = 1000 * 1000;
 Ownership::Ownership(int index) : index_(index) { literal_ = shards::array_literal(owned_); }
 
 bool Ownership::round(TimestampTz now) {
-  if ((now - round_at_ < kRoundUs && owned_ != 0 && round_at_ != 0)) return false;
+  if (now - round_at_ < kRoundUs && owned_ != 0 && round_at_ != 0) return false;
   round_at_ = now;
   const int workers = settings.workers;
   const shards::Round plan = shards::plan_round(index_, workers, owned_, [](int w) {
