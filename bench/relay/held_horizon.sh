@@ -37,13 +37,6 @@ SELECT outbox.enqueue('order', :client_id::text || '-' || :k::text, 'OrderPlaced
   '{"order_id": 123456, "customer": "customer-0001", "lines": [{"sku": "sku-0001", "qty": 2, "price": 19.99}, {"sku": "sku-0002", "qty": 1, "price": 5.00}], "total": 44.98, "currency": "EUR"}');
 EOF
 
-wait_drained() {
-  for _ in $(seq 1200); do
-    [ "$(sqlv "SELECT count(*) FROM outbox.events WHERE published_at IS NULL")" = 0 ] && return 0
-    sleep 0.1
-  done
-  echo "   WARNING: events still unpublished after 120 s" >&2
-}
 
 results="$BENCH_WORK/held.txt"
 : >"$results"
@@ -52,21 +45,12 @@ for variant in without with; do
   sql -q -c "CHECKPOINT"
   holder=""
   if [ "$variant" = with ]; then
-    # The holder: a snapshot taken, then idle in transaction until it is terminated.
-    psql -X -q -h "$BENCH_WORK" -p "$BENCH_PORT" -U postgres -d "$BENCH_DB" \
-      -c "SET application_name = 'horizon_holder'" \
-      -c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT count(*) FROM pg_class" \
-      -c "SELECT pg_sleep(86400)" >/dev/null 2>&1 &
-    holder=$!
-    RELAY_EXTRA_PIDS="$RELAY_EXTRA_PIDS $holder"
-    for _ in $(seq 100); do
-      [ "$(sqlv "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'horizon_holder' AND backend_xmin IS NOT NULL")" = 1 ] && break
-      sleep 0.1
-    done
+    holder_start
+    holder=$HOLDER_PID
     echo "   holder: backend_xmin $(sqlv "SELECT backend_xmin FROM pg_stat_activity WHERE application_name = 'horizon_holder'")"
   fi
   pgb -n -c 4 -j 2 -R "$RATE" -T "$DURATION" -f "$BENCH_WORK/enqueue.sql" >"$BENCH_WORK/pgbench.out" 2>&1 || true
-  wait_drained
+  relay_wait_published
   tps=$(pgbench_tps "$BENCH_WORK/pgbench.out")
   read -r n p50 p99 < <(sqlv "
     SELECT count(*),
@@ -84,9 +68,8 @@ for variant in without with; do
      WHERE n.nspname = 'outbox' AND c.relkind = 'r' AND c.relname LIKE 'relay%'")
   holder_ok=-
   if [ -n "$holder" ]; then
-    holder_ok=$(sqlv "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'horizon_holder' AND backend_xmin IS NOT NULL")
-    sqlv "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'horizon_holder'" >/dev/null
-    wait "$holder" 2>/dev/null || true
+    holder_ok=$(holder_holds)
+    holder_stop
   fi
   mb=$(awk -v b="$bytes" 'BEGIN { printf "%.1f", b / 1048576 }')
   printf '   %-7s holder: %6d events (%.0f/s)  p50 %6s ms  p99 %6s ms  partitions %6s MB  live %7d  dead %7d  relay tables dead %5d%s\n' \

@@ -90,17 +90,8 @@ wait_sealed() {
 results="$BENCH_WORK/history.txt"
 : >"$results"
 run() {  # LABEL STATE
-  local holder cpu0 cpu1 n p50 p99
-  psql -X -q -h "$BENCH_WORK" -p "$BENCH_PORT" -U postgres -d "$BENCH_DB" \
-    -c "SET application_name = 'horizon_holder'" \
-    -c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT count(*) FROM pg_class" \
-    -c "SELECT pg_sleep(86400)" >/dev/null 2>&1 &
-  holder=$!
-  RELAY_EXTRA_PIDS="$RELAY_EXTRA_PIDS $holder"
-  for _ in $(seq 100); do
-    [ "$(sqlv "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'horizon_holder' AND backend_xmin IS NOT NULL")" = 1 ] && break
-    sleep 0.1
-  done
+  local cpu0 cpu1 n p50 p99
+  holder_start
   cpu0=$(awk '{ print $14 + $15 }' "/proc/$RELAY_PID/stat")
   pgb -n -c 4 -j 2 -R "$RATE" -T "$RUN_S" -D state="$2" -f "$BENCH_WORK/enqueue.sql" >"$BENCH_WORK/pgbench.out" 2>&1 || true
   for _ in $(seq 600); do
@@ -108,8 +99,7 @@ run() {  # LABEL STATE
     sleep 0.1
   done
   cpu1=$(awk '{ print $14 + $15 }' "/proc/$RELAY_PID/stat")
-  sqlv "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'horizon_holder'" >/dev/null
-  wait "$holder" 2>/dev/null || true
+  holder_stop
   read -r n p50 p99 < <(sqlv "
     SELECT count(*), round((percentile_cont(0.5) WITHIN GROUP (ORDER BY d))::numeric, 2),
            round((percentile_cont(0.99) WITHIN GROUP (ORDER BY d))::numeric, 2)

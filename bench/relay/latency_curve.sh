@@ -48,13 +48,6 @@ relay_cpu_ns() {
     awk '{ s += $1 } END { printf "%.0f", s }'
 }
 
-wait_drained() {
-  for _ in $(seq 600); do
-    [ "$(sqlv "SELECT count(*) FROM outbox.events WHERE published_at IS NULL")" = 0 ] && return 0
-    sleep 0.1
-  done
-  echo "   WARNING: events still unpublished after 60 s" >&2
-}
 
 set_gather() {  # adaptive | every
   if [ "$1" = every ]; then
@@ -81,14 +74,14 @@ for sink in $SINKS; do
       for gather in adaptive every; do
         run=$((run + 1))
         set_gather "$gather"
-        wait_drained
+        relay_wait_published 60
         relay_wait_workers
         pid0=$RELAY_PIDS
         cpu0=$(relay_cpu_ns)
         rm -f "$BENCH_WORK"/pgl.*
         pgb -n -c "$clients" -j 2 -R "$rate" -T "$SECONDS_PER_RUN" -D run="$run" \
           -l --log-prefix="$BENCH_WORK/pgl" -f "$BENCH_WORK/enqueue.sql" >"$BENCH_WORK/pgbench.out" 2>&1 || true
-        wait_drained
+        relay_wait_published 60
         sql -q -c "TRUNCATE pgbench_log"
         cat "$BENCH_WORK"/pgl.* | sql -q -c "\\copy pgbench_log FROM pstdin (FORMAT text, DELIMITER ' ')"
         cpu1=$(relay_cpu_ns)

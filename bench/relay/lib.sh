@@ -301,3 +301,38 @@ receiver_run() {
 py() {
   NAIVE_TABLE_SQL="$(naive_table_sql outbox_naive)" "$PY" "$RELAY_BENCH_DIR/relaybench.py" "$@"
 }
+
+# holder_start: a session that takes a REPEATABLE READ snapshot and stays idle in transaction,
+# holding the xmin horizon (application_name horizon_holder); returns once it holds it. Sets
+# HOLDER_PID. holder_stop ends it.
+holder_start() {
+  psql -X -q -h "$BENCH_WORK" -p "$BENCH_PORT" -U postgres -d "$BENCH_DB" \
+    -c "SET application_name = 'horizon_holder'" \
+    -c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT count(*) FROM pg_class" \
+    -c "SELECT pg_sleep(86400)" >/dev/null 2>&1 &
+  HOLDER_PID=$!
+  RELAY_EXTRA_PIDS="$RELAY_EXTRA_PIDS $HOLDER_PID"
+  for _ in $(seq 100); do
+    [ "$(holder_holds)" = 1 ] && return 0
+    sleep 0.1
+  done
+}
+# holder_holds: 1 while the holder holds the horizon.
+holder_holds() {
+  sqlv "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'horizon_holder' AND backend_xmin IS NOT NULL"
+}
+holder_stop() {
+  sqlv "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'horizon_holder'" >/dev/null
+  wait "$HOLDER_PID" 2>/dev/null || true
+}
+
+# relay_wait_published [SECONDS]: until no event is left unpublished (default 120 s; a
+# WARNING after that).
+relay_wait_published() {
+  local limit=${1:-120}
+  for _ in $(seq $((limit * 10))); do
+    [ "$(sqlv "SELECT count(*) FROM outbox.event_status WHERE published_at IS NULL")" = 0 ] && return 0
+    sleep 0.1
+  done
+  echo "   WARNING: events still unpublished after $limit s" >&2
+}
