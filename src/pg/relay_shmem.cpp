@@ -12,7 +12,6 @@ extern "C" {
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "tcop/utility.h"
-#include "utils/builtins.h"
 }
 
 namespace outbox::pg {
