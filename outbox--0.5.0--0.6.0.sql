@@ -1,8 +1,9 @@
 \echo Use "ALTER EXTENSION outbox UPDATE TO '0.6.0'" to load this file. \quit
 
--- outbox 0.5.0 -> 0.6.0: outbox.status shows the held keys; requeue() and requeue_dead()
--- call outbox._next_seq with a typed argument (no overload planted in the schema can catch
--- the call).
+-- outbox 0.5.0 -> 0.6.0: the delivery log (the relay no longer updates an event it
+-- delivers; rows 0.5.0 marked keep their published_at, so nothing is sent again);
+-- outbox.status shows the held keys; requeue() and requeue_dead() call outbox._next_seq
+-- with a typed argument (no overload planted in the schema can catch the call).
 
 
 -- Refuse a schema that anyone but a superuser controls. A role that owns it, may create in
@@ -69,6 +70,155 @@ BEGIN
 END
 $guard$;
 
+-- The delivery log (docs/design.md, "The delivery log"): one row per batch the relay
+-- committed, with the seq of every event the sink acknowledged in it. Insert-only: a
+-- delivery writes no event row, so it leaves no dead tuple and little WAL. An event is
+-- published when its published_at is set (0.5.0's relay, and retries) or its seq is here.
+-- rotate() deletes the rows below the oldest event left. Dumped with the events.
+CREATE TABLE outbox.deliveries (
+    delivered_at pg_catalog.timestamptz NOT NULL,
+    first_seq    pg_catalog.int8        NOT NULL,
+    last_seq     pg_catalog.int8        NOT NULL,
+    seqs         pg_catalog.int8[]      NOT NULL,
+    CHECK (first_seq OPERATOR(pg_catalog.<=) last_seq)
+);
+CREATE INDEX deliveries_seqs ON outbox.deliveries
+ USING gist (pg_catalog.int8range(first_seq, last_seq, '[]'));
+SELECT pg_catalog.pg_extension_config_dump('outbox.deliveries'::pg_catalog.regclass, '');
+REVOKE ALL ON outbox.deliveries FROM PUBLIC;
+
+-- rotate() reads the delivery log, and trims it.
+CREATE OR REPLACE FUNCTION outbox.rotate()
+RETURNS TABLE (action text, partition text, lower_bound timestamptz, upper_bound timestamptz, detail text)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    s          record;
+    c          record;
+    v_now      timestamptz := clock_timestamp();
+    v_cutoff   timestamptz;
+    v_newest   timestamptz;
+    v_created  text[] := '{}';
+    v_busy     boolean;
+    v_low_water bigint;
+    v_candidates text[] := '{}';
+    v_old_timeout text;
+    p          record;
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        -- After the lock below, rotation must see every committed event; an older
+        -- snapshot could miss unpublished rows and drop them.
+        RAISE EXCEPTION 'outbox.rotate() must run at READ COMMITTED isolation'
+            USING ERRCODE = 'active_sql_transaction',
+                  HINT = 'Call it on its own, as pg_cron does.';
+    END IF;
+    -- One rotation at a time; a second one returns at once.
+    IF NOT pg_try_advisory_xact_lock(hashtext('outbox.rotate')) THEN
+        RAISE NOTICE 'outbox.rotate: another rotation is running; nothing done';
+        RETURN;
+    END IF;
+
+    SELECT * INTO s FROM outbox._partition_settings();
+    FOR c IN SELECT * FROM outbox._create_partitions(v_now) LOOP
+        v_created := v_created || c.partition;
+        action := c.action;
+        partition := c.partition;
+        lower_bound := c.lower_bound;
+        upper_bound := c.upper_bound;
+        detail := c.detail;
+        RETURN NEXT;
+    END LOOP;
+    -- The newest partition as it stood when this rotation started.
+    SELECT max(q.upper_bound) INTO v_newest FROM outbox.partitions q WHERE q.name <> ALL (v_created);
+
+    -- Drop: partitions whose whole range is past retention. Never the newest one as it
+    -- stood when this rotation started: a writer may still be routing into it.
+    IF s.retention_seconds = 0 THEN
+        RETURN;
+    END IF;
+    v_cutoff := v_now - make_interval(secs => s.retention_seconds);
+
+    -- First, without any lock: a partition that took events while rotation was behind is
+    -- kept until those events are past retention too. This may read the whole partition,
+    -- so it must not happen while writers wait on our lock. No event is routed into it any
+    -- more: newer partitions exist since the run that marked it.
+    FOR p IN SELECT q.* FROM outbox.partitions q
+              WHERE q.upper_bound <= v_cutoff
+                AND (v_newest IS NULL OR q.upper_bound < v_newest)
+              ORDER BY q.lower_bound
+    LOOP
+        IF p.may_hold_late_rows THEN
+            EXECUTE format('SELECT EXISTS (SELECT 1 FROM outbox.%I WHERE created_at > %L)', p.name, v_cutoff)
+               INTO STRICT v_busy;
+            IF v_busy THEN
+                RETURN QUERY SELECT 'kept', p.name, p.lower_bound, p.upper_bound,
+                                    'holds events written while rotation was behind; kept for their retention'::text;
+                CONTINUE;
+            END IF;
+        END IF;
+        v_candidates := v_candidates || p.name;
+    END LOOP;
+    IF cardinality(v_candidates) = 0 THEN
+        RETURN;
+    END IF;
+
+    -- Dropping a partition takes ACCESS EXCLUSIVE on outbox.events. Waiting for it would
+    -- queue every writer behind us, so wait only briefly (as PgQ does).
+    -- outbox.rotate_lock_timeout = 0 means NOWAIT: never queue at all.
+    v_old_timeout := current_setting('lock_timeout');
+    PERFORM set_config('lock_timeout', s.lock_timeout_ms || 'ms', true);
+    BEGIN
+        IF s.lock_timeout_ms = 0 THEN
+            LOCK TABLE outbox.events IN ACCESS EXCLUSIVE MODE NOWAIT;
+        ELSE
+            LOCK TABLE outbox.events IN ACCESS EXCLUSIVE MODE;
+        END IF;
+    EXCEPTION WHEN lock_not_available THEN
+        PERFORM set_config('lock_timeout', v_old_timeout, true);
+        RAISE NOTICE 'outbox.rotate: outbox.events is busy; dropping old partitions is left for the next run'
+            USING DETAIL = format('The lock was not granted within %s ms.', s.lock_timeout_ms);
+        RETURN QUERY
+            SELECT 'skipped', q.name, q.lower_bound, q.upper_bound, 'lock not granted in time'::text
+              FROM outbox.partitions q WHERE q.name = ANY (v_candidates) ORDER BY q.lower_bound;
+        RETURN;
+    END;
+    PERFORM set_config('lock_timeout', v_old_timeout, true);
+
+    -- With the lock held no writer is in flight, and each statement's snapshot sees every
+    -- committed event: the unpublished check cannot miss one. Below the relay's low-water
+    -- mark every event is published or dead-lettered, so it reads only the index entries
+    -- above the mark, the retries and the dead letters (three index probes).
+    SELECT r.low_water INTO v_low_water FROM outbox.relay_state r;
+    FOR p IN SELECT q.* FROM outbox.partitions q WHERE q.name = ANY (v_candidates) ORDER BY q.lower_bound
+    LOOP
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM outbox.%1$I e WHERE seq >= $1 AND published_at IS NULL'
+                       '                 AND NOT EXISTS (SELECT 1 FROM outbox.deliveries d'
+                       '                                  WHERE int8range(d.first_seq, d.last_seq, ''[]'') @> e.seq'
+                       '                                    AND e.seq = ANY (d.seqs)))'
+                       ' OR EXISTS (SELECT 1 FROM outbox.%1$I WHERE next_attempt_at IS NOT NULL AND published_at IS NULL)'
+                       ' OR EXISTS (SELECT 1 FROM outbox.%1$I WHERE dead_at IS NOT NULL AND published_at IS NULL)', p.name)
+           INTO STRICT v_busy USING coalesce(v_low_water, 0);
+        IF v_busy THEN
+            RAISE WARNING 'outbox.rotate: a partition past retention holds unpublished events; not dropped'
+                USING DETAIL = format('Partition outbox.%I, from %s to %s.', p.name, p.lower_bound, p.upper_bound),
+                      HINT = 'The relay has not published them yet (see outbox.event_status WHERE state <> ''published''); the partition is dropped once they are.';
+            RETURN QUERY SELECT 'kept', p.name, p.lower_bound, p.upper_bound, 'holds unpublished events'::text;
+            CONTINUE;
+        END IF;
+        EXECUTE format('DROP TABLE outbox.%I', p.name);
+        DELETE FROM outbox.partitions q WHERE q.name = p.name;
+        RETURN QUERY SELECT 'dropped', p.name, p.lower_bound, p.upper_bound, NULL::text;
+    END LOOP;
+    -- The delivery log's rows below the oldest event left name only events that are gone.
+    DELETE FROM outbox.deliveries d
+     WHERE int8range(d.first_seq, d.last_seq, '[]')
+           << int8range(coalesce((SELECT min(e.seq) FROM outbox.events e), 9223372036854775807), NULL);
+END
+$$;
+
 -- A requeued event takes a new sequence number: it goes to the end of the queue, above the
 -- relay's low-water mark, as a new event would.
 CREATE OR REPLACE FUNCTION outbox.requeue(event_id uuid)
@@ -83,7 +233,10 @@ BEGIN
     UPDATE outbox.events
        SET seq = outbox._next_seq('outbox.events_seq'::pg_catalog.regclass), dead_at = NULL, attempts = 0,
            next_attempt_at = NULL
-     WHERE id = event_id AND published_at IS NULL;
+     WHERE id = event_id AND published_at IS NULL
+       AND NOT EXISTS (SELECT 1 FROM outbox.deliveries d
+                        WHERE int8range(d.first_seq, d.last_seq, '[]') @> events.seq
+                          AND events.seq = ANY (d.seqs));
     v_found := FOUND;
     PERFORM outbox._notify_relay();
     RETURN v_found;
@@ -129,7 +282,10 @@ SELECT w.worker, w.pid, w.state, w.sink, w.batches, w.events_sent, w.events_fail
          WHERE (e.seq OPERATOR(pg_catalog.>=)
                   COALESCE((SELECT r.low_water FROM outbox.relay_state r), 0::pg_catalog.int8)
                 OR e.next_attempt_at IS NOT NULL)
-           AND e.published_at IS NULL AND e.dead_at IS NULL) q
+           AND e.published_at IS NULL AND e.dead_at IS NULL
+           AND NOT EXISTS (SELECT 1 FROM outbox.deliveries d
+                        WHERE pg_catalog.int8range(d.first_seq, d.last_seq, '[]') OPERATOR(pg_catalog.@>) e.seq
+                          AND e.seq OPERATOR(pg_catalog.=) ANY (d.seqs))) q
  CROSS JOIN (SELECT pg_catalog.count(*) AS dead_lettered FROM outbox.events e
               WHERE e.dead_at IS NOT NULL AND e.published_at IS NULL) d
  CROSS JOIN (SELECT pg_catalog.count(DISTINCT (e.aggregatetype, e.aggregateid)) AS held_keys
@@ -148,16 +304,24 @@ COMMENT ON VIEW outbox.status IS
   'One row per relay worker (running or not, and why), with the queue''s lag: unpublished events and the age of the oldest, and the keys held behind a retrying event.';
 
 -- Each event's delivery, as the relay's state says it: the one place to ask whether an event
--- was published, and when (the relay's bookkeeping may move out of the event rows; this
--- view's columns stay).
+-- was published, and when. Published: marked on the row (0.5.0's relay, and retries), or in
+-- the delivery log (one GiST probe per event that is neither). Exact as of the last batch
+-- the relay committed.
 CREATE VIEW outbox.event_status AS
 SELECT e.id, e.seq, e.aggregatetype, e.aggregateid, e.type, e.payload, e.headers, e.created_at,
-       CASE WHEN e.published_at IS NOT NULL THEN 'published'
+       CASE WHEN e.published_at IS NOT NULL OR l.delivered_at IS NOT NULL THEN 'published'
             WHEN e.dead_at IS NOT NULL THEN 'dead'
             WHEN e.next_attempt_at IS NOT NULL THEN 'retrying'
             ELSE 'pending' END AS state,
-       e.published_at, e.attempts, e.last_error, e.next_attempt_at, e.dead_at
-  FROM outbox.events e;
+       COALESCE(e.published_at, l.delivered_at) AS published_at, e.attempts, e.last_error,
+       e.next_attempt_at, e.dead_at
+  FROM outbox.events e
+  LEFT JOIN LATERAL (
+        SELECT d.delivered_at FROM outbox.deliveries d
+         WHERE e.published_at IS NULL AND e.dead_at IS NULL AND e.next_attempt_at IS NULL
+           AND pg_catalog.int8range(d.first_seq, d.last_seq, '[]') OPERATOR(pg_catalog.@>) e.seq
+           AND e.seq OPERATOR(pg_catalog.=) ANY (d.seqs)
+         LIMIT 1) l ON true;
 COMMENT ON VIEW outbox.event_status IS
   'Every event with its delivery state: pending, retrying (itself, or behind an earlier event of its key), dead, or published (and when).';
 

@@ -167,6 +167,22 @@ INSERT INTO outbox.relay_shards (shard, low_water)
 SELECT s, (SELECT r.low_water FROM outbox.relay_state r)
   FROM pg_catalog.generate_series(0, 63) s;
 
+-- The delivery log (docs/design.md, "The delivery log"): one row per batch the relay
+-- committed, with the seq of every event the sink acknowledged in it. Insert-only: a
+-- delivery writes no event row, so it leaves no dead tuple and little WAL. An event is
+-- published when its published_at is set (0.5.0's relay, and retries) or its seq is here.
+-- rotate() deletes the rows below the oldest event left. Dumped with the events.
+CREATE TABLE outbox.deliveries (
+    delivered_at pg_catalog.timestamptz NOT NULL,
+    first_seq    pg_catalog.int8        NOT NULL,
+    last_seq     pg_catalog.int8        NOT NULL,
+    seqs         pg_catalog.int8[]      NOT NULL,
+    CHECK (first_seq OPERATOR(pg_catalog.<=) last_seq)
+);
+CREATE INDEX deliveries_seqs ON outbox.deliveries
+ USING gist (pg_catalog.int8range(first_seq, last_seq, '[]'));
+SELECT pg_catalog.pg_extension_config_dump('outbox.deliveries'::pg_catalog.regclass, '');
+
 -- Shard ownership: session advisory locks (pg_locks: classid 0, objid = the shard, objsubid
 -- 28531). The relay takes them with the same code; these are for tests and operators.
 CREATE FUNCTION outbox._claim_shards(shards pg_catalog.int4[])
@@ -453,14 +469,17 @@ BEGIN
     SELECT r.low_water INTO v_low_water FROM outbox.relay_state r;
     FOR p IN SELECT q.* FROM outbox.partitions q WHERE q.name = ANY (v_candidates) ORDER BY q.lower_bound
     LOOP
-        EXECUTE format('SELECT EXISTS (SELECT 1 FROM outbox.%1$I WHERE seq >= $1 AND published_at IS NULL)'
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM outbox.%1$I e WHERE seq >= $1 AND published_at IS NULL'
+                       '                 AND NOT EXISTS (SELECT 1 FROM outbox.deliveries d'
+                       '                                  WHERE int8range(d.first_seq, d.last_seq, ''[]'') @> e.seq'
+                       '                                    AND e.seq = ANY (d.seqs)))'
                        ' OR EXISTS (SELECT 1 FROM outbox.%1$I WHERE next_attempt_at IS NOT NULL AND published_at IS NULL)'
                        ' OR EXISTS (SELECT 1 FROM outbox.%1$I WHERE dead_at IS NOT NULL AND published_at IS NULL)', p.name)
            INTO STRICT v_busy USING coalesce(v_low_water, 0);
         IF v_busy THEN
             RAISE WARNING 'outbox.rotate: a partition past retention holds unpublished events; not dropped'
                 USING DETAIL = format('Partition outbox.%I, from %s to %s.', p.name, p.lower_bound, p.upper_bound),
-                      HINT = 'The relay has not published them yet (see outbox.events WHERE published_at IS NULL); the partition is dropped once they are.';
+                      HINT = 'The relay has not published them yet (see outbox.event_status WHERE state <> ''published''); the partition is dropped once they are.';
             RETURN QUERY SELECT 'kept', p.name, p.lower_bound, p.upper_bound, 'holds unpublished events'::text;
             CONTINUE;
         END IF;
@@ -468,6 +487,10 @@ BEGIN
         DELETE FROM outbox.partitions q WHERE q.name = p.name;
         RETURN QUERY SELECT 'dropped', p.name, p.lower_bound, p.upper_bound, NULL::text;
     END LOOP;
+    -- The delivery log's rows below the oldest event left name only events that are gone.
+    DELETE FROM outbox.deliveries d
+     WHERE int8range(d.first_seq, d.last_seq, '[]')
+           << int8range(coalesce((SELECT min(e.seq) FROM outbox.events e), 9223372036854775807), NULL);
 END
 $$;
 COMMENT ON FUNCTION outbox.rotate() IS
@@ -568,7 +591,10 @@ SELECT w.worker, w.pid, w.state, w.sink, w.batches, w.events_sent, w.events_fail
          WHERE (e.seq OPERATOR(pg_catalog.>=)
                   COALESCE((SELECT r.low_water FROM outbox.relay_state r), 0::pg_catalog.int8)
                 OR e.next_attempt_at IS NOT NULL)
-           AND e.published_at IS NULL AND e.dead_at IS NULL) q
+           AND e.published_at IS NULL AND e.dead_at IS NULL
+           AND NOT EXISTS (SELECT 1 FROM outbox.deliveries d
+                        WHERE pg_catalog.int8range(d.first_seq, d.last_seq, '[]') OPERATOR(pg_catalog.@>) e.seq
+                          AND e.seq OPERATOR(pg_catalog.=) ANY (d.seqs))) q
  CROSS JOIN (SELECT pg_catalog.count(*) AS dead_lettered FROM outbox.events e
               WHERE e.dead_at IS NOT NULL AND e.published_at IS NULL) d
  CROSS JOIN (SELECT pg_catalog.count(DISTINCT (e.aggregatetype, e.aggregateid)) AS held_keys
@@ -595,16 +621,24 @@ SELECT e.id, e.seq, e.aggregatetype, e.aggregateid, e.type, e.created_at, e.atte
  WHERE e.published_at IS NULL AND e.dead_at IS NOT NULL;
 
 -- Each event's delivery, as the relay's state says it: the one place to ask whether an event
--- was published, and when (the relay's bookkeeping may move out of the event rows; this
--- view's columns stay).
+-- was published, and when. Published: marked on the row (0.5.0's relay, and retries), or in
+-- the delivery log (one GiST probe per event that is neither). Exact as of the last batch
+-- the relay committed.
 CREATE VIEW outbox.event_status AS
 SELECT e.id, e.seq, e.aggregatetype, e.aggregateid, e.type, e.payload, e.headers, e.created_at,
-       CASE WHEN e.published_at IS NOT NULL THEN 'published'
+       CASE WHEN e.published_at IS NOT NULL OR l.delivered_at IS NOT NULL THEN 'published'
             WHEN e.dead_at IS NOT NULL THEN 'dead'
             WHEN e.next_attempt_at IS NOT NULL THEN 'retrying'
             ELSE 'pending' END AS state,
-       e.published_at, e.attempts, e.last_error, e.next_attempt_at, e.dead_at
-  FROM outbox.events e;
+       COALESCE(e.published_at, l.delivered_at) AS published_at, e.attempts, e.last_error,
+       e.next_attempt_at, e.dead_at
+  FROM outbox.events e
+  LEFT JOIN LATERAL (
+        SELECT d.delivered_at FROM outbox.deliveries d
+         WHERE e.published_at IS NULL AND e.dead_at IS NULL AND e.next_attempt_at IS NULL
+           AND pg_catalog.int8range(d.first_seq, d.last_seq, '[]') OPERATOR(pg_catalog.@>) e.seq
+           AND e.seq OPERATOR(pg_catalog.=) ANY (d.seqs)
+         LIMIT 1) l ON true;
 COMMENT ON VIEW outbox.event_status IS
   'Every event with its delivery state: pending, retrying (itself, or behind an earlier event of its key), dead, or published (and when).';
 
@@ -622,7 +656,10 @@ BEGIN
     UPDATE outbox.events
        SET seq = outbox._next_seq('outbox.events_seq'::pg_catalog.regclass), dead_at = NULL, attempts = 0,
            next_attempt_at = NULL
-     WHERE id = event_id AND published_at IS NULL;
+     WHERE id = event_id AND published_at IS NULL
+       AND NOT EXISTS (SELECT 1 FROM outbox.deliveries d
+                        WHERE int8range(d.first_seq, d.last_seq, '[]') @> events.seq
+                          AND events.seq = ANY (d.seqs));
     v_found := FOUND;
     PERFORM outbox._notify_relay();
     RETURN v_found;

@@ -7,6 +7,7 @@
 // (a deadlock, which killed the DROP now and then). And it tells the relay, at commit, to read
 // its configuration again: it forgets the dropped sink.
 #include "pg/boundary.hpp"
+#include "pg/delivery_log.hpp"
 #include "pg/relay_shmem.hpp"
 #include "pg/settings.hpp"
 
@@ -20,13 +21,14 @@ namespace outbox::pg {
 namespace {
 
 // Every event not yet published, and how many of them are dead letters. Index ranges only
-// (the relay's low-water mark, the retries, the dead letters), like outbox.status.
+// (the relay's low-water mark, the retries, the dead letters, the delivery log), like
+// outbox.status.
 constexpr const char* kUndeliveredSql =
     "SELECT pg_catalog.count(*), pg_catalog.count(*) FILTER (WHERE e.dead_at IS NOT NULL) "
     "  FROM outbox.events e "
     " WHERE (e.seq >= COALESCE((SELECT r.low_water FROM outbox.relay_state r), 0) "
     "        OR e.next_attempt_at IS NOT NULL OR e.dead_at IS NOT NULL) "
-    "   AND e.published_at IS NULL";
+    "   AND e.published_at IS NULL AND NOT " OUTBOX_IN_DELIVERY_LOG("e");
 
 bool names(List* objects, const char* name) {
   ListCell* cell;

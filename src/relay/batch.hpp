@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/seq_set.hpp"
 #include "core/shards.hpp"
 #include "pg/postgres.hpp"
 #include "sinks/sink.hpp"
@@ -30,6 +31,7 @@ struct Row {
   int attempts;
   TimestampTz created_at;
   int64 seq;
+  bool retried;  // fetched from the retry path: marked published on its row
 };
 
 struct Fetched {
@@ -87,10 +89,12 @@ struct RowReceiver {
   int64 bytes;  // payload and header bytes so far
   int64 max_bytes;
   TransactionId last_xmin;  // the last row's, whose commit LSN is counted
-  // A scan past every shard's events (Queue::scan_new, several workers): a row of a shard
-  // outside `owned`, or one that does not wait to be sent, is not copied; its seq goes to
-  // `others`. kAll: every row is copied.
+  // A scan of new events (Queue::scan_new): a row of a shard outside `owned`, one that does
+  // not wait to be sent, or one `delivered` holds, is not copied; its seq goes to `others`.
+  // Other fetches copy every row.
+  bool scan;
   shards::Mask owned;
+  const SeqSet* delivered;
   int64* others;  // room for every row the scan may return
   int n_others;
   int64 scanned;   // rows seen, copied or not

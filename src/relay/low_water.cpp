@@ -17,6 +17,11 @@
 // late commit is found by probing the gaps, at each move of the mark (which also drops the
 // gaps up to C that hold nothing), and never by walking again over what was just published
 // (under a stream of concurrent commits, that walk was most of a batch's cost).
+// The delivery log. An acknowledged event is not written: its seq goes into one row of
+// outbox.deliveries per batch. So a scan that starts again from the mark (a start, a gained
+// shard, a failed batch) passes over the events the log holds from the mark up, read once
+// when tracking restarts (delivered()); the scan that continues after the resume point meets
+// none (everything it sent is below it).
 // A long transaction holds xmin back and so holds the mark; nothing is skipped: the gaps
 // are still probed at every check while narrow (kEagerProbeMaxWidth), else every
 // outbox.poll_interval. Events waiting for a retry have next_attempt_at set and their own
@@ -31,6 +36,7 @@
 #include "pg/spi.hpp"
 
 extern "C" {
+#include "utils/array.h"
 #include "utils/xid8.h"
 }
 
@@ -74,6 +80,13 @@ constexpr const char* kLowWaterSql =
     "  THEN coalesce((SELECT min(seq) FROM outbox.events "
     "                  WHERE seq >= $2 AND seq <= $3 AND published_at IS NULL "
     "                    AND dead_at IS NULL AND next_attempt_at IS NULL %s), $3 + 1) END";
+// The delivery log's rows from the mark ($1) up (GiST index deliveries_seqs), read by cursor
+// kDeliveredChunk rows at a time, so that only their runs of seqs are kept.
+constexpr const char* kDeliveredSql =
+    "SELECT seqs FROM outbox.deliveries "
+    " WHERE pg_catalog.int8range(first_seq, last_seq, '[]') OPERATOR(pg_catalog.&&) "
+    "       pg_catalog.int8range($1, NULL)";
+constexpr int kDeliveredChunk = 64;
 // How often the mark is moved and saved. Between moves the scan starts a little lower.
 constexpr int64 kLowWaterCheckUs = 10 * 1000;
 constexpr int64 kLowWaterSaveUs = 1000 * 1000;
@@ -82,8 +95,13 @@ constexpr int64 kLowWaterSaveUs = 1000 * 1000;
 
 LowWater::LowWater(const Ownership& ownership) : ownership_(ownership), gaps_(kMaxGapIntervals) {}
 
-// Its PostgreSQL calls run under guard(); the gaps (C++ containers) are changed outside it.
 void LowWater::advance(TimestampTz now) {
+  move(now);
+  if (delivered_stale_) read_delivered();
+}
+
+// Its PostgreSQL calls run under guard(); the gaps (C++ containers) are changed outside it.
+void LowWater::move(TimestampTz now) {
   if (low_water_ < 0) {
     guard([&] { read_mark(); });
     restart_tracking();
@@ -113,6 +131,7 @@ void LowWater::advance(TimestampTz now) {
     int64 mark = tail;
     if (!gaps_.empty()) mark = std::min(mark, gaps_.first());
     low_water_ = std::max(low_water_, mark);
+    delivered_.drop_below(low_water_);
     horizon_valid_ = false;
   } else if (now >= gap_probe_at_) {
     probe_gaps(now, -1);
@@ -141,6 +160,55 @@ void LowWater::read_mark() {
   if (!isnull) sequence_filenode_ = DatumGetObjectId(value);
   low_water_saved_ = low_water_;
   sequence_filenode_saved_ = sequence_filenode_;
+}
+
+// The delivery log from the mark up, when tracking restarted (at a start, after a restore
+// all of it): by cursor, a chunk of rows at a time under guard(), their runs kept outside it.
+void LowWater::read_delivered() {
+  std::vector<SeqSet::Interval> runs;
+  Portal portal = guard([&] {
+    if (delivered_plan_ == nullptr) {
+      Oid types[1] = {INT8OID};
+      delivered_plan_ = prepare_kept(kDeliveredSql, 1, types);
+    }
+    Datum params[1] = {Int64GetDatum(low_water_)};
+    return SPI_cursor_open(nullptr, delivered_plan_, params, nullptr, false);
+  });
+  for (;;) {
+    struct Chunk {
+      ArrayType** arrays;
+      uint64 count;
+    };
+    const Chunk chunk = guard([&] {
+      SPI_cursor_fetch(portal, true, kDeliveredChunk);
+      Chunk c{static_cast<ArrayType**>(palloc(sizeof(ArrayType*) * (SPI_processed + 1))),
+              SPI_processed};
+      for (uint64 r = 0; r < c.count; ++r) {
+        bool isnull;
+        c.arrays[r] = DatumGetArrayTypePCopy(
+            SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
+        if (ARR_HASNULL(c.arrays[r]) || ARR_NDIM(c.arrays[r]) != 1) {
+          elog(ERROR, "outbox relay: outbox.deliveries holds a malformed row");
+        }
+      }
+      SPI_freetuptable(SPI_tuptable);
+      return c;
+    });
+    if (chunk.count == 0) break;
+    for (uint64 r = 0; r < chunk.count; ++r) {
+      const ArrayType* array = chunk.arrays[r];
+      SeqSet::append_runs(reinterpret_cast<const int64*>(ARR_DATA_PTR(array)),
+                          ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array)), runs);
+    }
+    guard([&] {
+      for (uint64 r = 0; r < chunk.count; ++r) pfree(chunk.arrays[r]);
+      pfree(chunk.arrays);
+    });
+  }
+  guard([&] { SPI_cursor_close(portal); });
+  delivered_.assign(std::move(runs));
+  delivered_.drop_below(low_water_);
+  delivered_stale_ = false;
 }
 
 // Runs inside guard(). With the horizon passed (passed = true): the first new unpublished
@@ -199,6 +267,11 @@ bool LowWater::read_horizon() {
                              static_cast<long>(last), static_cast<long>(low_water_))));
     low_water_ = 0;
     low_water_saved_at_ = 0;
+    // New events now take seqs the delivery log may name: forget it. What it held looks
+    // undelivered again, and is sent again (at least once holds; docs/operations.md).
+    if (SPI_execute("DELETE FROM outbox.deliveries", false, 0) != SPI_OK_DELETE) {
+      elog(ERROR, "outbox relay: emptying the delivery log failed");
+    }
   }
   sequence_filenode_ = filenode;
   horizon_seq_ = last;
@@ -251,8 +324,12 @@ void LowWater::probe_gaps(TimestampTz now, int64 upto) {
   });
   // The rows come by seq: the first batch_size of them are the next fetch's (the rest: next
   // time).
+  // (A gap holds values passed over while their transactions ran: no event the log holds.
+  // One it did would count as found, but never be fetched.)
   const uint64 take = std::min<uint64>(rows.count, static_cast<uint64>(limit));
-  late_.assign(rows.seq, rows.seq + take);
+  for (uint64 r = 0; r < take; ++r) {
+    if (!delivered_.contains(rows.seq[r])) late_.push_back(rows.seq[r]);
+  }
   if (upto < 0) return;
   // Gap k's finds are the run of rows numbered k + 1.
   std::vector<SeqGaps::Interval> kept;
@@ -261,7 +338,7 @@ void LowWater::probe_gaps(TimestampTz now, int64 upto) {
     while (r < rows.count && rows.index[r] < k + 1) ++r;
     int64 found = 0;
     for (; r < rows.count && rows.index[r] == k + 1; ++r, ++found) {
-      kept.push_back({rows.seq[r], rows.seq[r]});
+      if (!delivered_.contains(rows.seq[r])) kept.push_back({rows.seq[r], rows.seq[r]});
     }
     // The probe stopped at its limit: past its last find, this gap is still unknown.
     if (found >= limit) kept.push_back({rows.seq[r - 1] + 1, gaps[k].hi});
@@ -324,17 +401,9 @@ int64 LowWater::floor_for_sealing() const {
 
 int64 LowWater::fetch_from() const { return std::max<int64>(low_water_, resume_after_seq_ + 1); }
 
-void LowWater::fetched(const Row* late_rows, int n_late, bool late_tried, const Row* new_rows,
-                       int n_new) {
+void LowWater::fetched(const Row* late_rows, int n_late, bool late_tried) {
   for (int k = 0; k < n_late; ++k) late_fetched_.push_back(late_rows[k].seq);
-  if (late_tried) late_.clear();  // what was not taken (locked elsewhere, no room) is found again
-  int64 last = fetch_from() - 1;
-  for (int k = 0; k < n_new; ++k) {
-    const int64 seq = new_rows[k].seq;
-    if (seq > last + 1) passed_over_.push_back({last + 1, seq - 1});
-    last = seq;
-  }
-  resume_after_seq_ = std::max(resume_after_seq_, last);
+  if (late_tried) late_.clear();  // what was not taken (no room) is found again
 }
 
 void LowWater::scanned(const int64* others, int n_others, const Row* new_rows, int n_new,
@@ -367,6 +436,7 @@ void LowWater::transaction_resolved() {
 
 void LowWater::restart_tracking() {
   resume_after_seq_ = -1;
+  delivered_stale_ = true;
   gaps_.clear();
   late_.clear();
 }

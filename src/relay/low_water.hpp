@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/seq_gaps.hpp"
+#include "core/seq_set.hpp"
 #include "core/shards.hpp"
 #include "pg/postgres.hpp"
 #include "relay/batch.hpp"
@@ -88,18 +89,22 @@ class LowWater {
  public:
   explicit LowWater(const Ownership& ownership);
   // In the batch transaction, before its first fetch: moves the mark (at most every
-  // kLowWaterCheckUs) and probes the gaps for late commits (late()).
+  // kLowWaterCheckUs), probes the gaps for late commits (late()), and reads the delivery log
+  // from the mark up when tracking restarted (delivered()).
   void advance(TimestampTz now);
   // Where a fetch of new events starts: after the resume point, and at least the mark.
   int64 fetch_from() const;
   // The late events the last probe found, for the first fetch of the next transaction.
   const std::vector<int64>& late() const { return late_; }
-  // What a fetch took: the late events (if it looked for them), then the new events in seq
-  // order from fetch_from() (whatever they passed over becomes gaps once it commits).
-  void fetched(const Row* late_rows, int n_late, bool late_tried, const Row* new_rows, int n_new);
-  // What a fetch of some shards only accounted for up to `upto` (Queue::scan_new): the other
-  // shards' events it passed (sorted) and its own new events; the rest becomes gaps.
+  // The late events a fetch took (if it looked for them).
+  void fetched(const Row* late_rows, int n_late, bool late_tried);
+  // What a scan of new events accounted for from fetch_from() up to `upto`
+  // (Queue::scan_new): the events it did not copy (sorted) and the ones it copied; the rest
+  // becomes gaps once the transaction commits.
   void scanned(const int64* others, int n_others, const Row* new_rows, int n_new, int64 upto);
+  // The seqs the delivery log holds from the mark up, as of the last restart of tracking:
+  // a scan from the mark passes over them (docs/design.md, "The delivery log").
+  const SeqSet& delivered() const { return delivered_; }
   // Around a batch transaction: what its fetches resolved counts once it commits with every
   // batch resolved (transaction_resolved()); otherwise tracking restarts from the mark.
   void transaction_started();
@@ -141,7 +146,9 @@ class LowWater {
   uint64 scope_version() const { return sealer_.version() + ownership_.version(); }
 
  private:
+  void move(TimestampTz now);
   void read_mark();
+  void read_delivered();
   int64 first_new_after_resume_point(bool& passed);
   bool read_horizon();
   void probe_gaps(TimestampTz now, int64 upto);
@@ -178,6 +185,9 @@ class LowWater {
   SeqGaps gaps_;
   std::vector<SeqGaps::Interval> passed_over_;
   std::vector<int64> late_fetched_;
+  SeqSet delivered_;
+  bool delivered_stale_ = true;
+  SPIPlanPtr delivered_plan_ = nullptr;
   // Late events found by the last probe, for the next fetch; when gaps are probed.
   std::vector<int64> late_;
   TimestampTz gap_probe_at_ = 0;

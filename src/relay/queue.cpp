@@ -1,9 +1,10 @@
 // The relay's statements on outbox.events. A batch:
-//   SELECT ... WHERE seq >= <low-water mark> AND published_at IS NULL ... ORDER BY seq
-//     LIMIT n   (plus the retries due, the late events)
+//   SELECT ... WHERE seq >= <resume point> ... ORDER BY seq LIMIT n
+//     (plus the retries due, the late events)
 //   -> the sink (pipeline.cpp)
-//   -> UPDATE <partition> SET published_at = ... WHERE ctid = ANY(...)
-// Failed events wait for a retry or are dead-lettered (holds.cpp).
+//   -> INSERT INTO outbox.deliveries: one row for the batch, no event row written
+// Failed events wait for a retry or are dead-lettered (holds.cpp); a retried event, once
+// acknowledged, is marked on its row (it was written anyway).
 #include <algorithm>
 
 #include "relay/relay.hpp"
@@ -25,15 +26,8 @@ namespace {
   "       payload, headers, attempts, created_at, seq, xmin "
 #define OUTBOX_FETCH_FROM OUTBOX_FETCH_COLUMNS "  FROM outbox.events "
 
-// New events, from the low-water mark up ($2), in insert order (index events_queue).
-//
-// $2 is normally above the mark: after the last event fetched (the resume point). A row
-// that commits late below it is in the gaps (low_water.cpp), and fetched by kFetchLateSql.
-constexpr const char* kFetchNewSql = OUTBOX_FETCH_FROM
-    " WHERE seq >= $2 AND published_at IS NULL AND dead_at IS NULL AND next_attempt_at IS NULL "
-    "   AND part_at < $3 %s"
-    " ORDER BY seq LIMIT $1";
-// Every statement here has a %s for the sealed partitions' predicate (seal.cpp).
+// Every statement here has a %s for the sealed partitions' predicate (seal.cpp), and all but
+// kScanNewSql one for the owned shards too.
 //
 // $3 is a minute from now: no event can be in a partition that starts later (part_at is
 // the enqueue's clock, at most), so the executor prunes the premade future partitions
@@ -41,7 +35,6 @@ constexpr const char* kFetchNewSql = OUTBOX_FETCH_FROM
 // back by more, such an event waits; the low-water mark, which reads every partition that is
 // not sealed, does not pass it.
 constexpr int64 kFuturePartitionsAfterUs = 60 * USECS_PER_SEC;
-constexpr Oid kFetchNewTypes[3] = {INT8OID, INT8OID, TIMESTAMPTZOID};
 // Events whose retry time has come (index events_retry).
 constexpr const char* kFetchRetrySql = OUTBOX_FETCH_FROM
     " WHERE next_attempt_at <= $2 AND published_at IS NULL AND dead_at IS NULL %s"
@@ -61,19 +54,28 @@ constexpr const char* kHoldsSql =
     "  FROM outbox.events "
     " WHERE next_attempt_at IS NOT NULL AND published_at IS NULL AND dead_at IS NULL %s"
     " ORDER BY aggregatetype, aggregateid, seq";
-// With some of the shards only (several workers): every shard's events that follow the
-// resume point (the sealed partitions' predicate only), in one scan; the receiver (rows.cpp)
-// copies this relay's waiting ones and notes the seq of the others. The other shards'
-// events it passed are then known, and do not become gaps to probe.
+// New events, from the resume point up ($2: after the last event fetched, at least the
+// low-water mark), in insert order (index events_queue), every shard's in one scan (the
+// sealed partitions' predicate only). The receiver (rows.cpp) copies this relay's waiting
+// ones and notes the seq of the others: another shard's, one that does not wait, one the
+// delivery log holds (LowWater::delivered()). A row that commits late below the resume
+// point is in the gaps (low_water.cpp), and fetched by kFetchLateSql.
 //
-// Every visible event counts, waiting or not: one another worker has published since is
-// accounted for too, not left as a gap that probes read again (a gap is then only a value
-// whose transaction had not committed).
+// Every visible event counts, waiting or not: one already published is accounted for too,
+// not left as a gap that probes read again (a gap is then only a value whose transaction
+// had not committed).
 constexpr const char* kScanNewSql = OUTBOX_FETCH_COLUMNS
     "     , published_at IS NULL AND dead_at IS NULL AND next_attempt_at IS NULL "
     "  FROM outbox.events "
     " WHERE seq >= $2 AND part_at < $3 %s"
     " ORDER BY seq LIMIT $1";
+constexpr Oid kScanNewTypes[3] = {INT8OID, INT8OID, TIMESTAMPTZOID};
+// The delivery log's row for one batch: its acknowledged events that were not retries
+// (those are marked on their rows), by seq.
+constexpr const char* kLogSql =
+    "INSERT INTO outbox.deliveries (delivered_at, first_seq, last_seq, seqs) "
+    "VALUES ($1, $2, $3, $4)";
+constexpr Oid kLogTypes[4] = {TIMESTAMPTZOID, INT8OID, INT8OID, INT8ARRAYOID};
 // No statement locks rows: a shard's events are this relay's alone (ownership.cpp), and its
 // own transactions never overlap. That saves a lock, and its WAL record, per event.
 // Marking plans kept per partition, at most.
@@ -125,21 +127,20 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
   const TimestampTz now = guard([&] { return GetCurrentTimestamp(); });
   if (first_of_transaction) mark.advance(now);
   guard([&] {
-    if (fetch_new_plan_ != nullptr && plans_version_ != mark.scope_version()) {
-      for (SPIPlanPtr* plan : {&fetch_new_plan_, &fetch_retry_plan_, &fetch_late_plan_,
-                               &holds_plan_, &scan_new_plan_}) {
+    if (scan_new_plan_ != nullptr && plans_version_ != mark.scope_version()) {
+      for (SPIPlanPtr* plan :
+           {&fetch_retry_plan_, &fetch_late_plan_, &holds_plan_, &scan_new_plan_}) {
         if (*plan != nullptr) SPI_freeplan(*plan);
         *plan = nullptr;
       }
     }
   });
-  if (fetch_new_plan_ == nullptr) {
+  if (scan_new_plan_ == nullptr) {
     const std::string scope = mark.scope();
     const std::string sealed = mark.sealed_scope();
     const char* sql = scope.c_str();
     guard([&] {
-      scan_new_plan_ = prepare_kept(psprintf(kScanNewSql, sealed.c_str()), 3, kFetchNewTypes);
-      fetch_new_plan_ = prepare_kept(psprintf(kFetchNewSql, sql), 3, kFetchNewTypes);
+      scan_new_plan_ = prepare_kept(psprintf(kScanNewSql, sealed.c_str()), 3, kScanNewTypes);
       fetch_retry_plan_ = prepare_kept(psprintf(kFetchRetrySql, sql), 2, kFetchRetryTypes);
       fetch_late_plan_ = prepare_kept(psprintf(kFetchLateSql, sql), 3, kFetchLateTypes);
       holds_plan_ = prepare_kept(psprintf(kHoldsSql, sql), 0, nullptr);
@@ -182,6 +183,7 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
       const Datum params[2] = {Int64GetDatum(retry_limit), TimestampTzGetDatum(now)};
       append_rows(fetch_retry_plan_, 2, params, kFetchRetryTypes, batch, retry_limit, bytes,
                   max_bytes);
+      for (int i = 0; i < out.count; ++i) out.rows[i].retried = true;
       const bool more_due = out.count == retry_limit || bytes >= max_bytes;
       retries_cut = more_due;
       const int64 poll_us = static_cast<int64>(settings.poll_interval_ms) * 1000;
@@ -207,13 +209,7 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
 
     new_from = out.count;
     if (out.count < limit && bytes < max_bytes) {
-      if (owned == shards::kAll) {
-        const Datum params[3] = {Int64GetDatum(limit - out.count), Int64GetDatum(start),
-                                 TimestampTzGetDatum(future)};
-        append_rows(fetch_new_plan_, 3, params, kFetchNewTypes, batch, limit, bytes, max_bytes);
-      } else {
-        scanned = scan_new(batch, start, future, owned, limit, bytes, max_bytes);
-      }
+      scanned = scan_new(batch, start, future, owned, &mark.delivered(), limit, bytes, max_bytes);
     }
     out.full = out.count == limit || bytes >= max_bytes || scanned.more;
   });
@@ -231,34 +227,31 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
     }
   }
   // The bookkeeping, outside guard() (it allocates).
-  if (owned == shards::kAll) {
-    mark.fetched(out.rows + late_from, new_from - late_from, late_tried, out.rows + new_from,
-                 out.count - new_from);
-  } else {
-    mark.fetched(out.rows + late_from, new_from - late_from, late_tried, nullptr, 0);
-    mark.scanned(scanned.others, scanned.n_others, out.rows + new_from, out.count - new_from,
-                 scanned.upto);
-  }
+  mark.fetched(out.rows + late_from, new_from - late_from, late_tried);
+  mark.scanned(scanned.others, scanned.n_others, out.rows + new_from, out.count - new_from,
+               scanned.upto);
   hold_back(out, retries_cut ? late_from : out.count);
 }
 
 // Runs inside guard(): kScanNewSql. Reads up to kShards / owned times the room left (so that
-// about that many of its own come), copies its own waiting ones, in seq order, and says up to
-// where everything is accounted for: the scanned events that are not its own or not waiting,
-// and the copied ones of its own; what lies between them becomes gaps.
+// about that many of its own come), copies its own waiting ones that `delivered` does not
+// hold, in seq order, and says up to where everything is accounted for: the scanned events
+// it did not copy, and the copied ones; what lies between them becomes gaps.
 Queue::Scanned Queue::scan_new(Batch& batch, int64 start, TimestampTz future, shards::Mask owned,
-                               int limit, int64& bytes, int64 max_bytes) {
+                               const SeqSet* delivered, int limit, int64& bytes, int64 max_bytes) {
   const int room = limit - batch.fetched.count;
   const int64 scan_limit =
       static_cast<int64>(room) * shards::kShards / std::max(1, shards::count(owned));
   RowReceiver receiver;
   init_row_receiver(receiver, batch, &payload_scratch_, limit, bytes, max_bytes);
+  receiver.scan = true;
   receiver.owned = owned;
+  receiver.delivered = delivered;
   receiver.others = static_cast<int64*>(palloc(sizeof(int64) * scan_limit));
   receiver.last_seq = start - 1;
   const Datum params[3] = {Int64GetDatum(scan_limit), Int64GetDatum(start),
                            TimestampTzGetDatum(future)};
-  run_fetch(scan_new_plan_, 3, params, kFetchNewTypes, receiver);
+  run_fetch(scan_new_plan_, 3, params, kScanNewTypes, receiver);
   bytes = receiver.bytes;
   // Stopped by its room or outbox.batch_max_bytes, or by the LIMIT: more may follow.
   const bool stopped = batch.fetched.count == limit || bytes >= max_bytes;
@@ -332,25 +325,39 @@ SPIPlanPtr Queue::partition_plan(boost::container::flat_map<Oid, SPIPlanPtr>& ca
   return plan;
 }
 
-// One UPDATE per partition, by ctid: the rows are locked by this transaction, so their
-// ctids are stable.
+// The acknowledged rows: one row of the delivery log for those that were not retries, and
+// one UPDATE per partition, by ctid, for the retries, whose rows carry the retry state this
+// clears. Only this relay writes its shards' rows (ownership.cpp): their ctids are stable.
 void Queue::mark_acked(const Fetched& batch, const std::vector<sinks::Outcome>& outcomes) {
-  boost::container::flat_map<Oid, std::vector<int>> by_partition;
+  boost::container::flat_map<Oid, std::vector<int>> retried;
+  std::vector<int64> seqs;
   for (int i = 0; i < batch.count; ++i) {
-    if (outcomes[i].delivery == sinks::Delivery::kAcked) {
-      by_partition[batch.rows[i].rel].push_back(i);
+    if (outcomes[i].delivery != sinks::Delivery::kAcked) continue;
+    const Row& row = batch.rows[i];
+    if (row.retried) {
+      retried[row.rel].push_back(i);
+    } else {
+      seqs.push_back(row.seq);
     }
-  }
-  if (!transient_.empty()) {
-    for (int i = 0; i < batch.count; ++i) {
-      const Row& row = batch.rows[i];
-      if (outcomes[i].delivery == sinks::Delivery::kAcked) {
-        transient_.delivered(row.aggregatetype.view(), row.aggregateid.view());
-      }
-    }
+    if (!transient_.empty()) transient_.delivered(row.aggregatetype.view(), row.aggregateid.view());
   }
   const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
-  for (const auto& [rel, indexes] : by_partition) {
+  if (!seqs.empty()) {
+    std::sort(seqs.begin(), seqs.end());
+    const int n = static_cast<int>(seqs.size());
+    const int64* data = seqs.data();
+    guard([&] {
+      if (log_plan_ == nullptr) log_plan_ = prepare_kept(kLogSql, 4, kLogTypes);
+      Datum* values = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+      for (int k = 0; k < n; ++k) values[k] = Int64GetDatum(data[k]);
+      Datum params[4] = {TimestampTzGetDatum(now), Int64GetDatum(data[0]),
+                         Int64GetDatum(data[n - 1]), int8_array(values, n)};
+      if (SPI_execute_plan(log_plan_, params, nullptr, false, 0) != SPI_OK_INSERT) {
+        elog(ERROR, "outbox relay: writing the delivery log failed");
+      }
+    });
+  }
+  for (const auto& [rel, indexes] : retried) {
     SPIPlanPtr plan = partition_plan(mark_plans_, rel, Update::kPublished);
     const int n = static_cast<int>(indexes.size());
     const int* index_data = indexes.data();

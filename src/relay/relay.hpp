@@ -64,7 +64,8 @@ class Queue {
   // behind the earlier event of their key that failed. False when one of them has no such
   // event to wait for (it stays where it is, and the scan must restart from the mark).
   bool defer(const Fetched& batch, const std::vector<sinks::Outcome>& outcomes);
-  // Marks the acknowledged rows of `batch` published.
+  // Records the acknowledged rows of `batch` as published: in the delivery log, or on the
+  // row for a retry.
   void mark_acked(const Fetched& batch, const std::vector<sinks::Outcome>& outcomes);
   // A rejected event: a later retry, or the dead letters. True when dead-lettered.
   bool mark_rejected(const Row& row, const std::string& error);
@@ -94,8 +95,8 @@ class Queue {
     int64 upto;
     bool more;
   };
-  Scanned scan_new(Batch& batch, int64 start, TimestampTz future, shards::Mask owned, int limit,
-                   int64& bytes, int64 max_bytes);
+  Scanned scan_new(Batch& batch, int64 start, TimestampTz future, shards::Mask owned,
+                   const SeqSet* delivered, int limit, int64& bytes, int64 max_bytes);
   void load_holds();
   int keep_before_late(const Fetched& out, int new_from, LowWater& mark);
   struct PutBack {
@@ -115,9 +116,9 @@ class Queue {
   SPIPlanPtr scan_new_plan_ = nullptr;
   // Made for the scope of plans_version_ (LowWater::scope_version()).
   uint64 plans_version_ = 0;
-  SPIPlanPtr fetch_new_plan_ = nullptr;
   SPIPlanPtr fetch_retry_plan_ = nullptr;
   SPIPlanPtr fetch_late_plan_ = nullptr;
+  SPIPlanPtr log_plan_ = nullptr;  // kLogSql: no scope, made once
   // Where each payload is written before its fitted copy (in TopMemoryContext).
   StringInfoData payload_scratch_{};
   // When retries are looked for next.

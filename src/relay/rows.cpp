@@ -59,19 +59,20 @@ Text payload_text(Datum value, StringInfo scratch) {
 }
 
 // Called by the executor, inside guard(). The columns are those of every fetch
-// (OUTBOX_FETCH_COLUMNS in queue.cpp), in that order, and for a scan of every shard
+// (OUTBOX_FETCH_COLUMNS in queue.cpp), in that order, and for a scan of new events
 // (kScanNewSql) whether the row waits to be sent.
 bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
   RowReceiver* receiver = reinterpret_cast<RowReceiver*>(self);
   Fetched& out = receiver->batch->fetched;
   slot_getallattrs(slot);
   const Datum* values = slot->tts_values;
-  if (receiver->owned != shards::kAll) {
+  if (receiver->scan) {
     const int64 seq = DatumGetInt64(values[10]);
     ++receiver->scanned;
     receiver->last_seq = seq;
-    if (!DatumGetBool(values[12]) ||
-        (receiver->owned & (shards::Mask{1} << shard_of(values[3], values[4]))) == 0) {
+    if (!DatumGetBool(values[12]) || receiver->delivered->contains(seq) ||
+        (receiver->owned != shards::kAll &&
+         (receiver->owned & (shards::Mask{1} << shard_of(values[3], values[4]))) == 0)) {
       receiver->others[receiver->n_others++] = seq;
       return true;  // the scan's LIMIT ends it
     }

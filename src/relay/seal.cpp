@@ -21,6 +21,7 @@
 #include "relay/relay.hpp"
 
 #include "pg/boundary.hpp"
+#include "pg/delivery_log.hpp"
 #include "pg/relay_shmem.hpp"
 
 extern "C" {
@@ -43,11 +44,12 @@ namespace {
 constexpr int64 kSealCheckUs = 1000 * 1000;
 constexpr int64 kSealAuditUs = 60 * 1000 * 1000;
 
-// Whether a partition still holds a waiting event: above the mark, or due for a retry
-// (each an index probe of the partition's own indexes).
+// Whether a partition still holds a waiting event: above the mark and not in the delivery
+// log, or due for a retry (index probes of the partition's own indexes, and of the log's).
 constexpr const char* kWaitingSql =
-    "SELECT EXISTS (SELECT 1 FROM %s WHERE seq >= $1 AND published_at IS NULL "
-    "                  AND dead_at IS NULL AND next_attempt_at IS NULL) "
+    "SELECT EXISTS (SELECT 1 FROM %s e WHERE seq >= $1 AND published_at IS NULL "
+    "                  AND dead_at IS NULL AND next_attempt_at IS NULL "
+    "                  AND NOT " OUTBOX_IN_DELIVERY_LOG("e") ") "
     "    OR EXISTS (SELECT 1 FROM %s WHERE next_attempt_at IS NOT NULL "
     "                  AND published_at IS NULL AND dead_at IS NULL)";
 

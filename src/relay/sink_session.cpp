@@ -53,9 +53,8 @@ bool SinkSession::ensure(MemoryContext iteration) {
     Oid nsp = get_namespace_oid("outbox", true);
     c.extension = get_extension_oid("outbox", true);
     c.has_extension = OidIsValid(nsp) && OidIsValid(get_relname_relid("sink_config", nsp));
-    // relay_shards (the marks per shard) appeared in 0.5.0: until ALTER EXTENSION outbox
-    // UPDATE, wait.
-    c.needs_update = c.has_extension && !OidIsValid(get_relname_relid("relay_shards", nsp));
+    // The delivery log appeared in 0.6.0: until ALTER EXTENSION outbox UPDATE, wait.
+    c.needs_update = c.has_extension && !OidIsValid(get_relname_relid("deliveries", nsp));
     if (!c.has_extension || c.needs_update) return c;
     int rc = SPI_execute("SELECT sink, options, updated_at FROM outbox.sink_config", true, 1);
     if (rc != SPI_OK_SELECT) elog(ERROR, "outbox relay: reading outbox.sink_config failed");
