@@ -168,19 +168,16 @@ SELECT s, (SELECT r.low_water FROM outbox.relay_state r)
   FROM pg_catalog.generate_series(0, 63) s;
 
 -- The delivery log (docs/design.md, "The delivery log"): one row per batch the relay
--- committed, with the seq of every event the sink acknowledged in it. Insert-only: a
--- delivery writes no event row, so it leaves no dead tuple and little WAL. An event is
--- published when its published_at is set (0.5.0's relay, and retries) or its seq is here.
--- rotate() deletes the rows below the oldest event left. Dumped with the events.
+-- committed, with the seq of every event the sink acknowledged in it, as ranges (a batch of
+-- one worker is mostly one range). Insert-only: a delivery writes no event row, so it
+-- leaves no dead tuple and little WAL. An event is published when its published_at is set
+-- (0.5.0's relay, and retries) or its seq is here. rotate() deletes the rows below the
+-- oldest event left. Dumped with the events.
 CREATE TABLE outbox.deliveries (
-    delivered_at pg_catalog.timestamptz NOT NULL,
-    first_seq    pg_catalog.int8        NOT NULL,
-    last_seq     pg_catalog.int8        NOT NULL,
-    seqs         pg_catalog.int8[]      NOT NULL,
-    CHECK (first_seq OPERATOR(pg_catalog.<=) last_seq)
+    delivered_at pg_catalog.timestamptz     NOT NULL,
+    seqs         pg_catalog.int8multirange NOT NULL
 );
-CREATE INDEX deliveries_seqs ON outbox.deliveries
- USING gist (pg_catalog.int8range(first_seq, last_seq, '[]'));
+CREATE INDEX deliveries_seqs ON outbox.deliveries USING gist (seqs);
 SELECT pg_catalog.pg_extension_config_dump('outbox.deliveries'::pg_catalog.regclass, '');
 
 -- Shard ownership: session advisory locks (pg_locks: classid 0, objid = the shard, objsubid
@@ -470,9 +467,7 @@ BEGIN
     FOR p IN SELECT q.* FROM outbox.partitions q WHERE q.name = ANY (v_candidates) ORDER BY q.lower_bound
     LOOP
         EXECUTE format('SELECT EXISTS (SELECT 1 FROM outbox.%1$I e WHERE seq >= $1 AND published_at IS NULL'
-                       '                 AND NOT EXISTS (SELECT 1 FROM outbox.deliveries d'
-                       '                                  WHERE int8range(d.first_seq, d.last_seq, ''[]'') @> e.seq'
-                       '                                    AND e.seq = ANY (d.seqs)))'
+                       '                 AND NOT EXISTS (SELECT 1 FROM outbox.deliveries d WHERE d.seqs @> e.seq))'
                        ' OR EXISTS (SELECT 1 FROM outbox.%1$I WHERE next_attempt_at IS NOT NULL AND published_at IS NULL)'
                        ' OR EXISTS (SELECT 1 FROM outbox.%1$I WHERE dead_at IS NOT NULL AND published_at IS NULL)', p.name)
            INTO STRICT v_busy USING coalesce(v_low_water, 0);
@@ -489,8 +484,7 @@ BEGIN
     END LOOP;
     -- The delivery log's rows below the oldest event left name only events that are gone.
     DELETE FROM outbox.deliveries d
-     WHERE int8range(d.first_seq, d.last_seq, '[]')
-           << int8range(coalesce((SELECT min(e.seq) FROM outbox.events e), 9223372036854775807), NULL);
+     WHERE d.seqs << int8range(coalesce((SELECT min(e.seq) FROM outbox.events e), 9223372036854775807), NULL);
 END
 $$;
 COMMENT ON FUNCTION outbox.rotate() IS
@@ -593,8 +587,7 @@ SELECT w.worker, w.pid, w.state, w.sink, w.batches, w.events_sent, w.events_fail
                 OR e.next_attempt_at IS NOT NULL)
            AND e.published_at IS NULL AND e.dead_at IS NULL
            AND NOT EXISTS (SELECT 1 FROM outbox.deliveries d
-                        WHERE pg_catalog.int8range(d.first_seq, d.last_seq, '[]') OPERATOR(pg_catalog.@>) e.seq
-                          AND e.seq OPERATOR(pg_catalog.=) ANY (d.seqs))) q
+                            WHERE d.seqs OPERATOR(pg_catalog.@>) e.seq)) q
  CROSS JOIN (SELECT pg_catalog.count(*) AS dead_lettered FROM outbox.events e
               WHERE e.dead_at IS NOT NULL AND e.published_at IS NULL) d
  CROSS JOIN (SELECT pg_catalog.count(DISTINCT (e.aggregatetype, e.aggregateid)) AS held_keys
@@ -636,8 +629,7 @@ SELECT e.id, e.seq, e.aggregatetype, e.aggregateid, e.type, e.payload, e.headers
   LEFT JOIN LATERAL (
         SELECT d.delivered_at FROM outbox.deliveries d
          WHERE e.published_at IS NULL AND e.dead_at IS NULL AND e.next_attempt_at IS NULL
-           AND pg_catalog.int8range(d.first_seq, d.last_seq, '[]') OPERATOR(pg_catalog.@>) e.seq
-           AND e.seq OPERATOR(pg_catalog.=) ANY (d.seqs)
+           AND d.seqs OPERATOR(pg_catalog.@>) e.seq
          LIMIT 1) l ON true;
 COMMENT ON VIEW outbox.event_status IS
   'Every event with its delivery state: pending, retrying (itself, or behind an earlier event of its key), dead, or published (and when).';
@@ -657,9 +649,7 @@ BEGIN
        SET seq = outbox._next_seq('outbox.events_seq'::pg_catalog.regclass), dead_at = NULL, attempts = 0,
            next_attempt_at = NULL
      WHERE id = event_id AND published_at IS NULL
-       AND NOT EXISTS (SELECT 1 FROM outbox.deliveries d
-                        WHERE int8range(d.first_seq, d.last_seq, '[]') @> events.seq
-                          AND events.seq = ANY (d.seqs));
+       AND NOT EXISTS (SELECT 1 FROM outbox.deliveries d WHERE d.seqs @> events.seq);
     v_found := FOUND;
     PERFORM outbox._notify_relay();
     RETURN v_found;

@@ -70,11 +70,14 @@ SELECT count(*) AS dropped_still_listed
   FROM r1 JOIN outbox.partitions p ON p.name = r1.partition
  WHERE r1.action = 'dropped';
 
--- Once published, the partition goes at the next rotation.
-UPDATE outbox.events SET published_at = now() WHERE aggregateid = 'unpublished';
+-- Once published, the partition goes at the next rotation: here delivered as the relay
+-- records it, in the delivery log, whose row goes with the partition.
+INSERT INTO outbox.deliveries (delivered_at, seqs)
+SELECT now(), range_agg(int8range(seq, seq, '[]')) FROM outbox.events WHERE aggregateid = 'unpublished';
 SELECT count(*) AS dropped_kept_one FROM outbox.rotate()
  WHERE action = 'dropped' AND 'outbox.' || quote_ident(partition) = :'kept_partition';
 SELECT count(*) AS events_left FROM outbox.events;
+SELECT count(*) AS delivery_log_rows_left FROM outbox.deliveries;
 
 -- Rotation does not run for a while: enqueue still succeeds. The event goes to the newest
 -- partition (with a WARNING) and keeps its true created_at. Waits until the current interval

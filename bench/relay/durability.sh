@@ -166,7 +166,7 @@ for c in $CELLS; do
       fi
       left=""
       for _ in $(seq 200); do
-        left=$(sqlv "SELECT count(*) FROM outbox.events WHERE seq > $seq0 AND published_at IS NULL")
+        left=$(sqlv "SELECT count(*) FROM outbox.event_status WHERE seq > $seq0 AND published_at IS NULL")
         [ "$left" = 0 ] && break
         sleep 0.05
       done
@@ -175,7 +175,7 @@ for c in $CELLS; do
       read -r t1 bt1 ws1 ww1 <<<"$(counters)"
       read -r p50 p99 <<<"$(sqlv "SELECT round(1000 * extract(epoch FROM percentile_cont(0.5) WITHIN GROUP (ORDER BY published_at - created_at))::numeric, 3),
                                          round(1000 * extract(epoch FROM percentile_cont(0.99) WITHIN GROUP (ORDER BY published_at - created_at))::numeric, 3)
-                                    FROM outbox.events WHERE seq > $seq0" | tr '|' ' ')"
+                                    FROM outbox.event_status WHERE seq > $seq0" | tr '|' ' ')"
       tps=$(pgbench_tps "$out")
       awk -v c="$c" -v r="$r" -v b="$b" -v s="$s" -v tps="$tps" -v p50="$p50" -v p99="$p99" -v T="$SECONDS_PER_RUN" -v hz="$TICKS" \
           -v t0="$t0" -v t1="$t1" -v bt0="$bt0" -v bt1="$bt1" -v ws0="$ws0" -v ws1="$ws1" -v ww0="$ww0" -v ww1="$ww1" \

@@ -56,7 +56,7 @@ for variant in without with; do
     SELECT count(*),
            round((percentile_cont(0.5) WITHIN GROUP (ORDER BY d))::numeric, 2),
            round((percentile_cont(0.99) WITHIN GROUP (ORDER BY d))::numeric, 2)
-      FROM (SELECT extract(epoch FROM published_at - created_at) * 1000 AS d FROM outbox.events) s" | tr '|' ' ')
+      FROM (SELECT extract(epoch FROM published_at - created_at) * 1000 AS d FROM outbox.event_status) s" | tr '|' ' ')
   # Every partition that holds rows, exactly; and the relay's tables (its state).
   read -r bytes live dead < <(sqlv "
     SELECT sum(s.table_len), sum(s.tuple_count), sum(s.dead_tuple_count)

@@ -56,7 +56,7 @@ def main():
             rec, rate, late = write_events(args.rate, args.seconds if r else 2, 1, "lat", True, seed=r)
             a.wait_drained(60)
             pub = dict(a.c.execute(
-                "SELECT id::text, extract(epoch FROM published_at)::float8 FROM outbox.events "
+                "SELECT id::text, extract(epoch FROM published_at)::float8 FROM outbox.event_status "
                 "WHERE aggregatetype = 'lat' AND published_at IS NOT NULL").fetchall())
             lat = [1000 * (pub[i] - ta) for i, tb, ta in rec if i in pub]
             a.ex("SELECT outbox.unconfigure_sink()")

@@ -201,7 +201,7 @@ def drain(a, args, label, aggtype, where, fault):
     updates = row_updates(a) - upd0
 
     rows = a.c.execute("SELECT aggregateid, extract(epoch FROM published_at)::float8, attempts, "
-                       "dead_at IS NOT NULL FROM outbox.events").fetchall()
+                       "dead_at IS NOT NULL FROM outbox.event_status").fetchall()
     healthy = sorted(t for k, t, _, _ in rows if k not in stuck_keys)
     stuck = sorted(t for k, t, _, _ in rows if k in stuck_keys)
     limit = t_up if t_up else float("inf")

@@ -66,14 +66,14 @@ for r in $(seq 1 "$ROUNDS"); do
     c1=$(relay_cpu_ticks)
     # Every event of the run is published before it is measured (the late ones included).
     for _ in $(seq 100); do
-      [ "$(sqlv "SELECT count(*) FROM outbox.events WHERE created_at >= '$t0' AND published_at IS NULL")" = 0 ] && break
+      [ "$(sqlv "SELECT count(*) FROM outbox.event_status WHERE created_at >= '$t0' AND published_at IS NULL")" = 0 ] && break
       sleep 0.1
     done
     row=$(sqlv "SELECT round(1000 * extract(epoch FROM percentile_cont(0.5) WITHIN GROUP (ORDER BY published_at - created_at))::numeric, 2),
                        round(1000 * extract(epoch FROM percentile_cont(0.99) WITHIN GROUP (ORDER BY published_at - created_at))::numeric, 2),
                        round(1000 * extract(epoch FROM max(published_at - created_at))::numeric, 2),
                        count(*) FILTER (WHERE published_at IS NULL)
-                  FROM outbox.events WHERE created_at >= '$t0'" | tr '|' ' ')
+                  FROM outbox.event_status WHERE created_at >= '$t0'" | tr '|' ' ')
     [ -n "$holder" ] && wait "$holder"
     set -- $row
     [ "$4" = 0 ] || { echo "   $4 events of the run were not published within 10 s"; exit 1; }

@@ -95,7 +95,7 @@ for sink in $SINKS; do
             FROM (SELECT (extract(epoch FROM e.published_at) - (l.epoch + l.us / 1e6)) * 1000 AS d
                     FROM (SELECT aggregateid::int AS client, published_at,
                                  row_number() OVER (PARTITION BY aggregateid ORDER BY seq) AS txn
-                            FROM outbox.events WHERE aggregatetype = 'lat$run') e
+                            FROM outbox.event_status WHERE aggregatetype = 'lat$run') e
                     JOIN pgbench_log l USING (client, txn)) s" | tr '|' ' ')
         cpu_us=$(awk -v a="$cpu0" -v b="$cpu1" -v n="$n" 'BEGIN { printf "%.1f", (n > 0 ? (b - a) / 1000 / n : 0) }')
         printf '   %-5s %2s clients %6s/s (reached %7.0f/s): %-8s p50 %7s ms  p99 %7s ms  max %7s ms  relay CPU %6s us/event (%d events)\n' \

@@ -147,7 +147,7 @@ class Admin:
         time.sleep(0.3)
 
     def unpublished(self):
-        return self.q1("SELECT count(*) FROM outbox.events WHERE published_at IS NULL")
+        return self.q1("SELECT count(*) FROM outbox.event_status WHERE published_at IS NULL")
 
     def wait_drained(self, timeout):
         deadline = time.time() + timeout
@@ -236,7 +236,7 @@ def drain_worker(a, n, sink, options, timeout):
     left = a.unpublished()
     first, last = a.c.execute(
         "SELECT extract(epoch FROM min(published_at))::float8, extract(epoch FROM max(published_at))::float8 "
-        "FROM outbox.events").fetchone()
+        "FROM outbox.event_status").fetchone()
     a.unconfigure()
     if left != 0 or w1["events_failed"] != w0["events_failed"]:
         out("      WARNING: %d left unpublished, %d failed" % (left, w1["events_failed"] - w0["events_failed"]))
@@ -624,7 +624,7 @@ def latency(args):
             if not a.wait_drained(60):
                 out("      WARNING: %s: events still unpublished after 60 s" % key)
             pub = dict(a.c.execute(
-                "SELECT id::text, extract(epoch FROM published_at)::float8 FROM outbox.events "
+                "SELECT id::text, extract(epoch FROM published_at)::float8 FROM outbox.event_status "
                 "WHERE aggregatetype = %s AND published_at IS NOT NULL", (aggtype,)).fetchall())
             lat = [1000 * (pub[i] - ta) for i, tb, ta in rec if i in pub]
             lat_b = [1000 * (pub[i] - tb) for i, tb, ta in rec if i in pub]

@@ -48,7 +48,7 @@ wal_of() {
 drain() {
   sql -q -o /dev/null -c "SELECT outbox.configure_sink('null')"
   for _ in $(seq 1200); do
-    [ "$(sqlv "SELECT count(*) FROM outbox.events WHERE published_at IS NULL")" = 0 ] && return 0
+    [ "$(sqlv "SELECT count(*) FROM outbox.event_status WHERE published_at IS NULL")" = 0 ] && return 0
     sleep 0.1
   done
   echo "   WARNING: events still unpublished after 120 s" >&2
@@ -60,7 +60,7 @@ sql -q -c "CHECKPOINT"
 delivery=$(wal_of drain)
 sql -q -c "CHECKPOINT"
 hand=$(wal_of pgb -n -c 2 -j 2 -t "$per_client" -f "$BENCH_WORK/hand.sql")
-events=$(sqlv "SELECT count(*) FROM outbox.events WHERE published_at IS NOT NULL")
+events=$(sqlv "SELECT count(*) FROM outbox.event_status WHERE published_at IS NOT NULL")
 [ "$events" = "$N" ] || echo "   WARNING: $events events published, not $N"
 
 per() { awk -v b="$1" -v n="$N" 'BEGIN { printf "%.0f", b / n }'; }

@@ -13,7 +13,7 @@
 # aggregate ids ('k0001'..'k1000') is enqueued while no sink is configured
 # (outbox.unconfigure_sink(); one statement, then ANALYZE and CHECKPOINT); then
 # configure_sink('null', ...) and the clock runs from its commit until
-# `SELECT count(*) FROM outbox.events WHERE published_at IS NULL` says 0. That count scans
+# `SELECT count(*) FROM outbox.event_status WHERE published_at IS NULL` says 0. That count scans
 # the backlog's partition (~25 ms at 200,000 events): asked every 50 ms it would take half a
 # core from the relay. So the relay's shared-memory counters (outbox._workers()) are polled
 # every POLL_MS (10 ms), and the table is asked once they count the whole backlog sent, or

@@ -152,7 +152,7 @@ for c in $CLIENTS; do
 done
 # The last run may have had the wake-up off: give the relay up to 10 s (its poll is 1 s).
 for _ in $(seq 100); do
-  left=$(sqlv "SELECT count(*) FROM outbox.events WHERE published_at IS NULL")
+  left=$(sqlv "SELECT count(*) FROM outbox.event_status WHERE published_at IS NULL")
   [ "$left" = 0 ] && break
   sleep 0.1
 done

@@ -11,7 +11,7 @@ Settings settings = {
     /* retention_s */ 7 * 24 * 60 * 60,
     /* premake */ 4,
     /* rotate_lock_timeout_ms */ 100,
-    /* partition_fillfactor */ 50,
+    /* partition_fillfactor */ 100,
     /* database */ nullptr,
     /* workers */ 1,
     /* ordering */ kOrderingKey,

@@ -36,7 +36,6 @@
 #include "pg/spi.hpp"
 
 extern "C" {
-#include "utils/array.h"
 #include "utils/xid8.h"
 }
 
@@ -80,13 +79,14 @@ constexpr const char* kLowWaterSql =
     "  THEN coalesce((SELECT min(seq) FROM outbox.events "
     "                  WHERE seq >= $2 AND seq <= $3 AND published_at IS NULL "
     "                    AND dead_at IS NULL AND next_attempt_at IS NULL %s), $3 + 1) END";
-// The delivery log's rows from the mark ($1) up (GiST index deliveries_seqs), read by cursor
-// kDeliveredChunk rows at a time, so that only their runs of seqs are kept.
+// The runs of seqs the delivery log holds from the mark ($1) up (GiST index
+// deliveries_seqs), [lo, hi), read by cursor kDeliveredChunk at a time.
 constexpr const char* kDeliveredSql =
-    "SELECT seqs FROM outbox.deliveries "
-    " WHERE pg_catalog.int8range(first_seq, last_seq, '[]') OPERATOR(pg_catalog.&&) "
-    "       pg_catalog.int8range($1, NULL)";
-constexpr int kDeliveredChunk = 64;
+    "SELECT pg_catalog.lower(r), pg_catalog.upper(r) "
+    "  FROM outbox.deliveries d, pg_catalog.unnest(d.seqs) AS r "
+    " WHERE d.seqs OPERATOR(pg_catalog.&&) pg_catalog.int8range($1, NULL) "
+    "   AND pg_catalog.upper(r) OPERATOR(pg_catalog.>) $1";
+constexpr int kDeliveredChunk = 1024;
 // How often the mark is moved and saved. Between moves the scan starts a little lower.
 constexpr int64 kLowWaterCheckUs = 10 * 1000;
 constexpr int64 kLowWaterSaveUs = 1000 * 1000;
@@ -163,7 +163,7 @@ void LowWater::read_mark() {
 }
 
 // The delivery log from the mark up, when tracking restarted (at a start, after a restore
-// all of it): by cursor, a chunk of rows at a time under guard(), their runs kept outside it.
+// all of it): by cursor, a chunk of runs at a time under guard(), kept outside it.
 void LowWater::read_delivered() {
   std::vector<SeqSet::Interval> runs;
   Portal portal = guard([&] {
@@ -176,34 +176,26 @@ void LowWater::read_delivered() {
   });
   for (;;) {
     struct Chunk {
-      ArrayType** arrays;
+      SeqSet::Interval* runs;
       uint64 count;
     };
     const Chunk chunk = guard([&] {
       SPI_cursor_fetch(portal, true, kDeliveredChunk);
-      Chunk c{static_cast<ArrayType**>(palloc(sizeof(ArrayType*) * (SPI_processed + 1))),
-              SPI_processed};
+      Chunk c{
+          static_cast<SeqSet::Interval*>(palloc(sizeof(SeqSet::Interval) * (SPI_processed + 1))),
+          SPI_processed};
       for (uint64 r = 0; r < c.count; ++r) {
         bool isnull;
-        c.arrays[r] = DatumGetArrayTypePCopy(
-            SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
-        if (ARR_HASNULL(c.arrays[r]) || ARR_NDIM(c.arrays[r]) != 1) {
-          elog(ERROR, "outbox relay: outbox.deliveries holds a malformed row");
-        }
+        HeapTuple row = SPI_tuptable->vals[r];
+        c.runs[r].lo = DatumGetInt64(SPI_getbinval(row, SPI_tuptable->tupdesc, 1, &isnull));
+        c.runs[r].hi = DatumGetInt64(SPI_getbinval(row, SPI_tuptable->tupdesc, 2, &isnull)) - 1;
       }
       SPI_freetuptable(SPI_tuptable);
       return c;
     });
+    runs.insert(runs.end(), chunk.runs, chunk.runs + chunk.count);
+    guard([&] { pfree(chunk.runs); });
     if (chunk.count == 0) break;
-    for (uint64 r = 0; r < chunk.count; ++r) {
-      const ArrayType* array = chunk.arrays[r];
-      SeqSet::append_runs(reinterpret_cast<const int64*>(ARR_DATA_PTR(array)),
-                          ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array)), runs);
-    }
-    guard([&] {
-      for (uint64 r = 0; r < chunk.count; ++r) pfree(chunk.arrays[r]);
-      pfree(chunk.arrays);
-    });
   }
   guard([&] { SPI_cursor_close(portal); });
   delivered_.assign(std::move(runs));

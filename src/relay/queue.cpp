@@ -71,11 +71,12 @@ constexpr const char* kScanNewSql = OUTBOX_FETCH_COLUMNS
     " ORDER BY seq LIMIT $1";
 constexpr Oid kScanNewTypes[3] = {INT8OID, INT8OID, TIMESTAMPTZOID};
 // The delivery log's row for one batch: its acknowledged events that were not retries
-// (those are marked on their rows), by seq.
+// (those are marked on their rows), as the runs of consecutive seqs [$2[i], $3[i]].
 constexpr const char* kLogSql =
-    "INSERT INTO outbox.deliveries (delivered_at, first_seq, last_seq, seqs) "
-    "VALUES ($1, $2, $3, $4)";
-constexpr Oid kLogTypes[4] = {TIMESTAMPTZOID, INT8OID, INT8OID, INT8ARRAYOID};
+    "INSERT INTO outbox.deliveries (delivered_at, seqs) "
+    "SELECT $1, pg_catalog.range_agg(pg_catalog.int8range(u.lo, u.hi, '[]')) "
+    "  FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)) AS u(lo, hi)";
+constexpr Oid kLogTypes[3] = {TIMESTAMPTZOID, INT8ARRAYOID, INT8ARRAYOID};
 // No statement locks rows: a shard's events are this relay's alone (ownership.cpp), and its
 // own transactions never overlap. That saves a lock, and its WAL record, per event.
 // Marking plans kept per partition, at most.
@@ -344,14 +345,19 @@ void Queue::mark_acked(const Fetched& batch, const std::vector<sinks::Outcome>& 
   const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
   if (!seqs.empty()) {
     std::sort(seqs.begin(), seqs.end());
-    const int n = static_cast<int>(seqs.size());
-    const int64* data = seqs.data();
+    std::vector<SeqSet::Interval> runs;
+    SeqSet::append_runs(seqs.data(), static_cast<int>(seqs.size()), runs);
+    const int n = static_cast<int>(runs.size());
+    const SeqSet::Interval* data = runs.data();
     guard([&] {
-      if (log_plan_ == nullptr) log_plan_ = prepare_kept(kLogSql, 4, kLogTypes);
-      Datum* values = static_cast<Datum*>(palloc(sizeof(Datum) * n));
-      for (int k = 0; k < n; ++k) values[k] = Int64GetDatum(data[k]);
-      Datum params[4] = {TimestampTzGetDatum(now), Int64GetDatum(data[0]),
-                         Int64GetDatum(data[n - 1]), int8_array(values, n)};
+      if (log_plan_ == nullptr) log_plan_ = prepare_kept(kLogSql, 3, kLogTypes);
+      Datum* lo = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+      Datum* hi = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+      for (int k = 0; k < n; ++k) {
+        lo[k] = Int64GetDatum(data[k].lo);
+        hi[k] = Int64GetDatum(data[k].hi);
+      }
+      Datum params[3] = {TimestampTzGetDatum(now), int8_array(lo, n), int8_array(hi, n)};
       if (SPI_execute_plan(log_plan_, params, nullptr, false, 0) != SPI_OK_INSERT) {
         elog(ERROR, "outbox relay: writing the delivery log failed");
       }

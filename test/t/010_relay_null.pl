@@ -119,7 +119,7 @@ $node->safe_psql('postgres', q{SELECT outbox.configure_sink('null')});
 # started before the one before it is marked. At batch_size 7 a backlog of 300 events (one
 # commit: the relay sees all of them at once) is 43 batches: five transactions of 8 full
 # batches (56 events), then one of three batches (7, 7 and 6 events: the last is not full).
-# The rows marked by one transaction share its xid as their xmin.
+# Each batch is one row of the delivery log; the rows one transaction wrote share its xmin.
 $node->safe_psql('postgres', q{ALTER SYSTEM SET outbox.batch_size = 7; ALTER SYSTEM SET outbox.max_attempts = 100;
 	SELECT pg_reload_conf();});
 wait_relay_reloaded($node, { 'outbox.batch_size' => 7, 'outbox.max_attempts' => 100 },
@@ -132,8 +132,14 @@ is_deeply(ids($node, q{SELECT id FROM outbox.event_status WHERE aggregatetype = 
 	$piped, 'pipelined: the published ids are the enqueued ids');
 is( $node->safe_psql('postgres', q{
 		SELECT string_agg(n::text, ',' ORDER BY n) FROM (
-		  SELECT count(*) AS n FROM outbox.events WHERE aggregatetype = 'piped' GROUP BY xmin::text) t}),
-	'20,56,56,56,56,56', 'pipelined: events marked per transaction (8 batches of 7 at most)');
+		  SELECT count(*) AS n FROM outbox.events e JOIN outbox.deliveries d ON d.seqs @> e.seq
+		   WHERE e.aggregatetype = 'piped' GROUP BY d.xmin::text) t}),
+	'20,56,56,56,56,56', 'pipelined: events recorded per transaction');
+is( $node->safe_psql('postgres', q{
+		SELECT max(n) FROM (
+		  SELECT count(*) AS n FROM outbox.events e JOIN outbox.deliveries d ON d.seqs @> e.seq
+		   WHERE e.aggregatetype = 'piped' GROUP BY d.ctid) t}),
+	'7', 'pipelined: 7 at most per batch (a row of the delivery log)');
 
 # outbox.batch_max_bytes ends a batch at that many bytes of payload: 30 events of ~400 bytes
 # at 1024 take at least 10 batches; an event larger than the limit goes alone.

@@ -51,7 +51,8 @@ is(q1(q{SELECT string_agg(indexrelid::regclass::text, ',' ORDER BY indexrelid::r
 is(q1(q{SELECT count(*) FROM outbox.events
          WHERE next_attempt_at IS NOT NULL AND (published_at IS NOT NULL OR dead_at IS NOT NULL)}), '0',
 	'delivered and dead events no longer have a next_attempt_at (they leave the retry index)');
-is(q1(q{SELECT bool_and(c.reloptions @> '{fillfactor=50}') FROM outbox.partitions p
+is(q1(q{SELECT bool_and(c.reloptions @> array['fillfactor=' || current_setting('outbox.partition_fillfactor')])
+         FROM outbox.partitions p
          JOIN pg_class c ON c.oid = format('outbox.%I', p.name)::regclass}),
 	't', 'existing partitions get the new fillfactor');
 # The relay reads its marks per shard (0.5.0): until the last update it keeps waiting.
@@ -81,7 +82,8 @@ my @bulk = enqueue('bulk', 5000);
 wait_published($node, q{aggregatetype = 'bulk'}, 'a batch of 5000 is delivered');
 is(q1(q{SELECT count(*) FILTER (WHERE xmax <> '0' OR published_at IS NOT NULL) FROM outbox.events
          WHERE aggregatetype = 'bulk'}), '0', 'and no row of it was written by the delivery');
-is(q1(q{SELECT sum(cardinality(seqs)) >= 5000 FROM outbox.deliveries}), 't', 'the delivery log holds it');
+is(q1(q{SELECT count(*) FROM outbox.events e WHERE aggregatetype = 'bulk'
+         AND EXISTS (SELECT 1 FROM outbox.deliveries d WHERE d.seqs @> e.seq)}), '5000', 'the delivery log holds it');
 is_deeply(ids($node, q{SELECT id FROM outbox.event_status WHERE aggregatetype = 'bulk' AND published_at IS NOT NULL}),
 	[ sort @bulk ], 'the bulk ids are exactly the enqueued ones');
 ok( $node->poll_query_until('postgres',

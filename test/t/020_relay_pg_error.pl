@@ -23,13 +23,13 @@ ok($node->poll_query_until('postgres', q{SELECT state = 'idle' FROM outbox.statu
 	'the relay is idle');
 my $pid = $node->safe_psql('postgres', 'SELECT pid FROM outbox.status');
 
-# Marking an event published now fails with an ERROR, with a detail and a context.
+# Recording a delivery now fails with an ERROR, with a detail and a context.
 $node->safe_psql('postgres', q{
 CREATE FUNCTION refuse_mark() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   RAISE EXCEPTION 'marking refused by a test trigger' USING DETAIL = 'the detail of the refusal';
 END $$;
-CREATE TRIGGER refuse_mark BEFORE UPDATE ON outbox.events
+CREATE TRIGGER refuse_mark BEFORE INSERT ON outbox.deliveries
   FOR EACH ROW EXECUTE FUNCTION refuse_mark();
 });
 my $log_offset = -s $node->logfile;
@@ -45,8 +45,8 @@ like(slurp_file($node->logfile, $log_offset),
 	qr/LOG:  marking refused by a test trigger\n.*DETAIL:  the detail of the refusal\n.*CONTEXT:  PL\/pgSQL function refuse_mark\(\)/,
 	'the server log has the error with its detail and context');
 
-$node->safe_psql('postgres', 'DROP TRIGGER refuse_mark ON outbox.events');
-wait_published($node, qq{id = '$id'}, 'the event is published once marking works again');
+$node->safe_psql('postgres', 'DROP TRIGGER refuse_mark ON outbox.deliveries');
+wait_published($node, qq{id = '$id'}, 'the event is published once recording works again');
 is($node->safe_psql('postgres', 'SELECT pid FROM outbox.status'), $pid,
 	'the same relay process did it (no crash, no restart)');
 unlike(slurp_file($node->logfile), qr/terminated by signal|TRAP:/,

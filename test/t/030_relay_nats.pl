@@ -2,8 +2,9 @@
 # loopback port, temporary store), read back by an independent client (test/consumers,
 # the nats and cloudevents npm packages). Compared as sets of event ids: every enqueued id
 # is in the stream exactly once (Nats-Msg-Id de-duplicates the re-sends), in per-key order,
-# with its subject and headers. Then: the relay killed between the PubAcks and the mark,
-# nats-server stopped and restarted mid-run, a subject without a stream, CloudEvents mode.
+# with its subject and headers. Then: the relay killed between the PubAcks and the record of
+# the delivery, nats-server stopped and restarted mid-run, a subject without a stream,
+# CloudEvents mode.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -183,29 +184,29 @@ is($node->safe_psql('postgres',
 		     FROM outbox.event_status WHERE id IN ($shipment_list)}),
 	'20', 'no stream: the events stay unpublished with no attempt counted');
 
-# 3 (a). Killed between the PubAcks and the mark. Another session holds a row lock on one
-#    shipment, so the relay's mark UPDATE blocks after the stream acknowledged the batch;
-#    the relay is killed there, the postmaster restarts, the relay sends the batch again,
-#    and the stream keeps one copy of each (Nats-Msg-Id within the duplicate window).
+# 3 (a). Killed between the PubAcks and the record of the delivery. Another session holds the
+#    delivery log locked, so the relay's INSERT blocks after the stream acknowledged the
+#    batch; the relay is killed there, the postmaster restarts, the relay sends the batch
+#    again, and the stream keeps one copy of each (Nats-Msg-Id within the duplicate window).
 my $locker = $node->background_psql('postgres', on_error_stop => 0);
-$locker->query_safe("BEGIN; SELECT id FROM outbox.events WHERE id = '$shipments[10]' FOR UPDATE;");
+$locker->query_safe("BEGIN; LOCK TABLE outbox.deliveries IN EXCLUSIVE MODE;");
 add_stream('SHIP', 'outbox.event.shipment');
 ok( $node->poll_query_until('postgres', q{
 		SELECT count(*) = 1 FROM pg_stat_activity
 		 WHERE backend_type = 'outbox relay' AND wait_event_type = 'Lock'}),
-	'killed before the mark: the relay waits for the row lock in its mark');
+	'killed before the record: the relay waits for the lock of the delivery log');
 my %in_stream = map { ($_->{headers}{'Nats-Msg-Id'}[0] => 1) } @{ read_stream('SHIP') };
 is_deeply([ sort grep { $in_stream{$_} } @shipments ], [ sort @shipments ],
-	'killed before the mark: the stream has acknowledged the whole batch');
+	'killed before the record: the stream has acknowledged the whole batch');
 is($node->safe_psql('postgres', qq{SELECT count(*) FROM outbox.event_status WHERE id IN ($shipment_list) AND published_at IS NOT NULL}),
-	'0', 'killed before the mark: none is marked yet');
+	'0', 'killed before the record: none is published yet');
 my $relay_pid = $node->safe_psql('postgres', q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'outbox relay'});
 kill 'KILL', $relay_pid;
 eval { $locker->quit; };    # the postmaster ends it with every other session
-wait_all_published('killed before the mark: all published after the restart');
+wait_all_published('killed before the record: all published after the restart');
 isnt($node->safe_psql('postgres', q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'outbox relay'}),
-	$relay_pid, 'killed before the mark: a new relay');
-check_stream('killed before the mark', 'SHIP', 'shipment');
+	$relay_pid, 'killed before the record: a new relay');
+check_stream('killed before the record', 'SHIP', 'shipment');
 
 # 4 (b). nats-server stopped mid-run and restarted with the same store while events keep
 #    being enqueued: the relay reports the outage and backs off, nothing is lost or doubled.

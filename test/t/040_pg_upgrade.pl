@@ -61,10 +61,8 @@ sub event_states {
 	my ($node) = @_;
 	my %events;
 	for my $line (split /\n/, $node->safe_psql('postgres', q{
-		SELECT id, seq, aggregateid, CASE WHEN published_at IS NOT NULL THEN 'published'
-		  WHEN dead_at IS NOT NULL THEN 'dead' WHEN next_attempt_at IS NOT NULL THEN 'retry'
-		  ELSE 'pending' END
-		  FROM outbox.events}))
+		SELECT id, seq, aggregateid, CASE state WHEN 'retrying' THEN 'retry' ELSE state END
+		  FROM outbox.event_status}))
 	{
 		my ($id, $seq, $key, $state) = split /\|/, $line;
 		$events{$id} = { seq => $seq, key => $key, state => $state };
