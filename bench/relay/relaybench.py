@@ -925,10 +925,10 @@ def cpu_ticks(pids):
 def backlog(args):
     """Fills a backlog of --rows small events over --keys aggregate ids with no sink
     configured, then configures the null sink (--options) and times, from the commit of
-    configure_sink(), until no event is unpublished. The relay's shared-memory counters are
-    polled every --poll-ms (no table scan competes with the relay); once they count the
-    backlog sent, or a second after the last look, the table is asked
-    (SELECT count(*) ... WHERE published_at IS NULL), and the clock stops when it says 0.
+    configure_sink(), until the relay's shared-memory counters, polled every --poll-ms (no
+    table scan competes with the relay), count the backlog sent: they count a batch once its
+    transaction, with its record in the delivery log, has committed. Then, off the clock,
+    outbox.event_status must say that none is unpublished.
     Appends "ROUND LABEL RATE SECONDS CPU_S BATCHES FIRST_MS SHARES" to --out."""
     a = Admin()
     a.ex("SELECT outbox.unconfigure_sink()")
@@ -948,21 +948,19 @@ def backlog(args):
     a.configure("null", json.loads(args.options))
     t0 = time.time()  # the configuring transaction has committed (autocommit)
     deadline = t0 + args.timeout
-    looked = t0
     t1 = None
     while True:
         time.sleep(args.poll_ms / 1000.0)
         now = time.time()
-        if sum(r[3] for r in relay_rows(a)) - sent0 >= n or now - looked >= 1.0:
-            looked = now
-            if a.unpublished() == 0:
-                t1 = time.time()
-                break
+        if sum(r[3] for r in relay_rows(a)) - sent0 >= n:
+            t1 = time.time()
+            break
         if now > deadline:
             break
     w1 = relay_rows(a)
     cpu1 = cpu_ticks(pids)
-    first = a.q1("SELECT extract(epoch FROM min(published_at))::float8 FROM outbox.events")
+    first = a.q1("SELECT extract(epoch FROM min(delivered_at))::float8 FROM outbox.deliveries "
+                 "WHERE delivered_at >= to_timestamp(%f)" % t0)
     left = a.unpublished()
     a.ex("SELECT outbox.unconfigure_sink()")
     wait_unconfigured(a)
@@ -979,9 +977,9 @@ def backlog(args):
     rate = n / (t1 - t0)
     out("      %-26s %8.0f events/s  %6.2f s  first event %5.1f ms  relay CPU %5.2f s  %5d batches"
         "  sent per worker %s %%" % (args.label, rate, t1 - t0, first_ms, cpu, batches, shares))
-    if failed or sum(sent) != n or restarted:
-        out("      WARNING: %d failed, %d sent by the counters (backlog %d)%s" % (
-            failed, sum(sent), n, ", a relay worker restarted" if restarted else ""))
+    if failed or sum(sent) != n or restarted or left:
+        out("      WARNING: %d failed, %d sent by the counters (backlog %d), %d unpublished%s" % (
+            failed, sum(sent), n, left, ", a relay worker restarted" if restarted else ""))
     if args.out:
         with open(args.out, "a") as f:
             f.write("%s %s %.1f %.4f %.3f %d %.1f %s\n" % (
@@ -1069,20 +1067,18 @@ def sinks(args):
         a.configure(sink, options)
         t0 = time.time()  # the configuring transaction has committed (autocommit)
         deadline = t0 + args.timeout
-        looked = t0
         t1 = None
         while time.time() < deadline:
             time.sleep(0.005)
-            now = time.time()
-            if sum(r[3] for r in relay_rows(a)) - sent0 >= n or now - looked >= 1.0:
-                looked = now
-                if a.unpublished() == 0:
-                    t1 = time.time()
-                    break
+            # The counters count a batch once its delivery record committed (as backlog()).
+            if sum(r[3] for r in relay_rows(a)) - sent0 >= n:
+                t1 = time.time()
+                break
         w1 = relay_rows(a)
         cpu1, peer1, m1 = cpu_ticks(pids), proc_ticks(peer), machine_ticks()
         left = a.unpublished()
-        first = a.q1("SELECT extract(epoch FROM min(published_at))::float8 FROM outbox.events")
+        first = a.q1("SELECT extract(epoch FROM min(delivered_at))::float8 FROM outbox.deliveries "
+                     "WHERE delivered_at >= to_timestamp(%f)" % t0)
         a.ex("SELECT outbox.unconfigure_sink()")
         wait_unconfigured(a)
         failed = sum(r[4] for r in w1) - sum(r[4] for r in w0)
