@@ -39,6 +39,7 @@ SELECT count(*) FROM outbox.event_status;
 INSERT INTO outbox.events (id, aggregatetype, aggregateid, type, payload, created_at, part_at)
 VALUES (gen_random_uuid(), 'o', '1', 't', '{}', now(), now());
 UPDATE outbox.events SET published_at = now();
+INSERT INTO outbox.deliveries VALUES (now(), '{[1,1000000]}');
 SELECT * FROM outbox.rotate();
 SELECT * FROM outbox._create_partition(now(), now() + interval '1 day');
 RESET ROLE;
