@@ -79,14 +79,6 @@ constexpr const char* kLowWaterSql =
     "  THEN coalesce((SELECT min(seq) FROM outbox.events "
     "                  WHERE seq >= $2 AND seq <= $3 AND published_at IS NULL "
     "                    AND dead_at IS NULL AND next_attempt_at IS NULL %s), $3 + 1) END";
-// The runs of seqs the delivery log holds from the mark ($1) up (GiST index
-// deliveries_seqs), [lo, hi), read by cursor kDeliveredChunk at a time.
-constexpr const char* kDeliveredSql =
-    "SELECT pg_catalog.lower(r), pg_catalog.upper(r) "
-    "  FROM outbox.deliveries d, pg_catalog.unnest(d.seqs) AS r "
-    " WHERE d.seqs OPERATOR(pg_catalog.&&) pg_catalog.int8range($1, NULL) "
-    "   AND pg_catalog.upper(r) OPERATOR(pg_catalog.>) $1";
-constexpr int kDeliveredChunk = 1024;
 // How often the mark is moved and saved. Between moves the scan starts a little lower.
 constexpr int64 kLowWaterCheckUs = 10 * 1000;
 constexpr int64 kLowWaterSaveUs = 1000 * 1000;
@@ -160,47 +152,6 @@ void LowWater::read_mark() {
   if (!isnull) sequence_filenode_ = DatumGetObjectId(value);
   low_water_saved_ = low_water_;
   sequence_filenode_saved_ = sequence_filenode_;
-}
-
-// The delivery log from the mark up, when tracking restarted (at a start, after a restore
-// all of it): by cursor, a chunk of runs at a time under guard(), kept outside it.
-void LowWater::read_delivered() {
-  std::vector<SeqSet::Interval> runs;
-  Portal portal = guard([&] {
-    if (delivered_plan_ == nullptr) {
-      Oid types[1] = {INT8OID};
-      delivered_plan_ = prepare_kept(kDeliveredSql, 1, types);
-    }
-    Datum params[1] = {Int64GetDatum(low_water_)};
-    return SPI_cursor_open(nullptr, delivered_plan_, params, nullptr, false);
-  });
-  for (;;) {
-    struct Chunk {
-      SeqSet::Interval* runs;
-      uint64 count;
-    };
-    const Chunk chunk = guard([&] {
-      SPI_cursor_fetch(portal, true, kDeliveredChunk);
-      Chunk c{
-          static_cast<SeqSet::Interval*>(palloc(sizeof(SeqSet::Interval) * (SPI_processed + 1))),
-          SPI_processed};
-      for (uint64 r = 0; r < c.count; ++r) {
-        bool isnull;
-        HeapTuple row = SPI_tuptable->vals[r];
-        c.runs[r].lo = DatumGetInt64(SPI_getbinval(row, SPI_tuptable->tupdesc, 1, &isnull));
-        c.runs[r].hi = DatumGetInt64(SPI_getbinval(row, SPI_tuptable->tupdesc, 2, &isnull)) - 1;
-      }
-      SPI_freetuptable(SPI_tuptable);
-      return c;
-    });
-    runs.insert(runs.end(), chunk.runs, chunk.runs + chunk.count);
-    guard([&] { pfree(chunk.runs); });
-    if (chunk.count == 0) break;
-  }
-  guard([&] { SPI_cursor_close(portal); });
-  delivered_.assign(std::move(runs));
-  delivered_.drop_below(low_water_);
-  delivered_stale_ = false;
 }
 
 // Runs inside guard(). With the horizon passed (passed = true): the first new unpublished

@@ -18,23 +18,10 @@ use FindBin;
 use lib $FindBin::Bin;
 use OutboxNode;
 
-my $node = PostgreSQL::Test::Cluster->new('update_log');
-$node->init;
-my $files = $node->basedir . '/sink_files';
-mkdir $files, 0750 or die "mkdir $files: $!";
-my $record_file = "$files/deliveries.tsv";
-open my $fh, '>', $record_file or die "$record_file: $!";
-close $fh;
-chmod 0644, $record_file;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'outbox'
-outbox.database = 'postgres'
-outbox.poll_interval = '200ms'
-outbox.sink_files_directory = '$files'
+my ($node, $record_file) = record_node('update_log', q{
 outbox.retry_backoff_min = '50ms'
 outbox.retry_backoff_max = '200ms'
 });
-$node->start;
 
 sub q1 { return $node->safe_psql('postgres', $_[0]); }
 

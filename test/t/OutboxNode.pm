@@ -11,7 +11,7 @@ use Test::More;
 use Time::HiRes qw(usleep);
 use FindBin;
 
-our @EXPORT = qw(relay_node ids wait_published enqueue_in_open_transaction wait_relay_pass
+our @EXPORT = qw(relay_node record_node ids wait_published enqueue_in_open_transaction wait_relay_pass
   wait_relay_reloaded wait_relay_idle marked_blocks);
 
 # A started node named $name; $settings (postgresql.conf lines) come after the defaults.
@@ -27,6 +27,28 @@ outbox.poll_interval = '200ms'
 } . ($settings // ''));
 	$node->start;
 	return $node;
+}
+
+# relay_node's node, with an empty record_file in outbox.sink_files_directory for the null
+# sink (an independent consumer: a line per acknowledged message): ($node, its path).
+sub record_node {
+	my ($name, $settings) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	my $files = $node->basedir . '/sink_files';
+	mkdir $files, 0750 or die "mkdir $files: $!";
+	my $record_file = "$files/deliveries.tsv";
+	open my $fh, '>', $record_file or die "$record_file: $!";
+	close $fh;
+	chmod 0644, $record_file;    # the null sink refuses a private file (it could be a secret)
+	$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'outbox'
+outbox.database = 'postgres'
+outbox.poll_interval = '200ms'
+outbox.sink_files_directory = '$files'
+} . ($settings // ''));
+	$node->start;
+	return ($node, $record_file);
 }
 
 # The sorted event ids that $sql returns, one per row.
