@@ -4,6 +4,8 @@
 #include <array>
 #include <cstring>
 
+#include "pg/event_indexes.hpp"
+
 extern "C" {
 #include "access/table.h"
 #include "access/tableam.h"
@@ -140,7 +142,6 @@ bool insert_event_row(const EventRow& row) {
   EState* estate = CreateExecutorState();
   ResultRelInfo* info = makeNode(ResultRelInfo);
   InitResultRelInfo(info, rel, 0, nullptr, 0);
-  ExecOpenIndices(info, false);
   TupleTableSlot* slot = ExecInitExtraTupleSlot(estate, desc, &TTSOpsVirtual);
   for (int i = 0; i < desc->natts; ++i) {
     slot->tts_values[i] = columns[i] < 0 ? 0 : value[columns[i]];
@@ -149,6 +150,7 @@ bool insert_event_row(const EventRow& row) {
                           c == kLastError || (c == kHeaders && row.headers_null);
   }
   ExecStoreVirtualTuple(slot);
+  open_event_indexes(info, slot->tts_isnull);
   table_tuple_insert(rel, slot, GetCurrentCommandId(true), 0, nullptr);
   if (info->ri_NumIndices > 0) insert_index_entries(info, slot, estate);
   ExecCloseIndices(info);
