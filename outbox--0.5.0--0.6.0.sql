@@ -84,6 +84,37 @@ CREATE INDEX deliveries_seqs ON outbox.deliveries USING gist (seqs);
 SELECT pg_catalog.pg_extension_config_dump('outbox.deliveries'::pg_catalog.regclass, '');
 REVOKE ALL ON outbox.deliveries FROM PUBLIC;
 
+-- The indexes on seq and id take keys in increasing order: their pages are filled to 100 %,
+-- so a page split moves almost nothing to the new page (about 4 bytes of WAL less per
+-- event). New partitions get it here; the existing ones from their next split on.
+CREATE OR REPLACE FUNCTION outbox._create_partition_indexes(p_name text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    EXECUTE format('CREATE INDEX %I ON outbox.%I (seq) WITH (fillfactor = 100)', p_name || '_queue', p_name);
+    EXECUTE format('CREATE INDEX %I ON outbox.%I (seq) WHERE next_attempt_at IS NOT NULL', p_name || '_retry', p_name);
+    EXECUTE format('CREATE INDEX %I ON outbox.%I (seq) WHERE dead_at IS NOT NULL', p_name || '_dead', p_name);
+    EXECUTE format('CREATE INDEX %I ON outbox.%I (id) WITH (fillfactor = 100)', p_name || '_id', p_name);
+END
+$$;
+
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT c.relname FROM pg_catalog.pg_inherits i
+               JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) i.inhrelid
+              WHERE i.inhparent OPERATOR(pg_catalog.=) 'outbox.events'::pg_catalog.regclass
+              ORDER BY c.relname
+    LOOP
+        EXECUTE pg_catalog.format('ALTER INDEX IF EXISTS outbox.%I SET (fillfactor = 100)', r.relname::pg_catalog.text OPERATOR(pg_catalog.||) '_queue');
+        EXECUTE pg_catalog.format('ALTER INDEX IF EXISTS outbox.%I SET (fillfactor = 100)', r.relname::pg_catalog.text OPERATOR(pg_catalog.||) '_id');
+    END LOOP;
+END
+$$;
+
 -- rotate() reads the delivery log, and trims it.
 CREATE OR REPLACE FUNCTION outbox.rotate()
 RETURNS TABLE (action text, partition text, lower_bound timestamptz, upper_bound timestamptz, detail text)

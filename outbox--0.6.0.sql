@@ -267,17 +267,18 @@ $$;
 
 -- A partition's indexes: new events, scanned from the relay's low-water mark (_queue); events
 -- waiting for a retry (_retry); dead letters (_dead); lookup by event id (_id: an id given to
--- enqueue, requeue, support questions).
+-- enqueue, requeue, support questions). _queue and _id take keys in increasing order: their
+-- pages are filled to 100 %, so a page split moves almost nothing to the new page.
 CREATE FUNCTION outbox._create_partition_indexes(p_name text)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    EXECUTE format('CREATE INDEX %I ON outbox.%I (seq)', p_name || '_queue', p_name);
+    EXECUTE format('CREATE INDEX %I ON outbox.%I (seq) WITH (fillfactor = 100)', p_name || '_queue', p_name);
     EXECUTE format('CREATE INDEX %I ON outbox.%I (seq) WHERE next_attempt_at IS NOT NULL', p_name || '_retry', p_name);
     EXECUTE format('CREATE INDEX %I ON outbox.%I (seq) WHERE dead_at IS NOT NULL', p_name || '_dead', p_name);
-    EXECUTE format('CREATE INDEX %I ON outbox.%I (id)', p_name || '_id', p_name);
+    EXECUTE format('CREATE INDEX %I ON outbox.%I (id) WITH (fillfactor = 100)', p_name || '_id', p_name);
 END
 $$;
 

@@ -55,6 +55,16 @@ is(-s $record_file, 0, 'nothing was sent at 0.5.0');
 my $update_xid = q1(q{BEGIN; ALTER EXTENSION outbox UPDATE; SELECT pg_current_xact_id(); COMMIT;});
 is(q1(q{SELECT extversion FROM pg_extension WHERE extname = 'outbox'}), '0.6.0', 'updated to 0.6.0');
 is(q1(qq{SELECT count(*) FROM outbox.events WHERE xmin::text = '$update_xid'}), '0', 'the update wrote no event row');
+# The indexes that take keys in increasing order fill their pages (fewer, smaller splits),
+# in the partitions 0.5.0 made too.
+my ($filled, $indexes) = split /\|/, q1(q{
+	SELECT count(*) FILTER (WHERE c.reloptions = '{fillfactor=100}'), count(*)
+	  FROM pg_inherits i JOIN pg_index x ON x.indrelid = i.inhrelid
+	  JOIN pg_class c ON c.oid = x.indexrelid
+	 WHERE i.inhparent = 'outbox.events'::regclass
+	   AND (c.relname LIKE '%\\_queue' OR c.relname LIKE '%\\_id')});
+ok($indexes >= 2 && $filled == $indexes,
+	"every partition's _queue and _id index is filled to 100 % ($filled of $indexes)");
 
 wait_published($node, q{type IN ('pending', 'retrying', 'held')}, 'after the update the relay delivers the rest');
 is(q1(q{SELECT string_agg(id::text || published_at::text, ',' ORDER BY id) FROM outbox.events WHERE type = 'published'}),
