@@ -115,10 +115,7 @@ static int file_start(void *state, const OutboxSinkMessage *messages, OutboxSink
     clearerr(sink->out);
     return OUTBOX_SINK_UNAVAILABLE;
   }
-  for (size_t i = 0; i < count; ++i) {
-    outcomes[i].delivery = OUTBOX_DELIVERY_ACKED;
-    outcomes[i].error[0] = '\0';
-  }
+  for (size_t i = 0; i < count; ++i) outcomes[i].delivery = OUTBOX_DELIVERY_ACKED;
   return OUTBOX_SINK_OK;
 }
 
@@ -131,6 +128,8 @@ static const OutboxSinkCallbacks callbacks = {
     .magic = OUTBOX_SINK_MAGIC,
     .abi_version = OUTBOX_SINK_ABI_VERSION,
     .size = sizeof(OutboxSinkCallbacks),
+    .message_size = sizeof(OutboxSinkMessage),
+    .outcome_size = sizeof(OutboxSinkOutcome),
     .name = "file",
     .options = options,
     .option_count = sizeof(options) / sizeof(options[0]),

@@ -1,63 +1,14 @@
 /*
  * outbox_sink.h: the interface between outbox's relay and a sink, the library that hands
- * events to a broker. Plain C, stable across outbox versions; no PostgreSQL header is needed.
+ * events to a broker. Plain C, no PostgreSQL header. The contract (threads, memory, failures,
+ * order, versions) is docs/writing-a-sink.md; examples/sink/ is a working sink.
  *
- * Installed in $(pg_config --includedir-server)/extension/outbox/; example: examples/sink/.
- *
- * A sink named <name> is a shared library outbox_sink_<name>.so in $(pg_config --pkglibdir)
- * that exports
+ * A sink <name> is outbox_sink_<name>.so in $(pg_config --pkglibdir), exporting
  *
  *     const OutboxSinkCallbacks *outbox_sink_init(void);
  *
- * returning a pointer to a static, constant table (magic, version, size, name, declared
- * options, callbacks). outbox.configure_sink('<name>', '{...}') loads it. The relay refuses,
- * with an error that says why, a table with a wrong magic, another major version, a size
- * smaller than version 1's, a name other than the library's, a missing required callback,
- * or a malformed option declaration.
- *
- * VERSIONS. OUTBOX_SINK_ABI_VERSION changes only when an existing field changes meaning
- * (a plugin built for another one is refused). New optional callbacks go at the end of
- * OutboxSinkCallbacks, read only when the plugin's `size` covers them.
- *
- * THREADS.
- *  - The relay calls every callback from one thread, a relay worker's main thread, one call
- *    at a time. create() runs with every signal blocked: threads a sink starts there inherit
- *    that mask, so PostgreSQL's signal handlers never run on them. The other callbacks run
- *    with the worker's normal mask: a sink that starts a thread inside them must block every
- *    signal in that thread first (pthread_sigmask before pthread_create, restored after).
- *  - host->keep_waiting() may be called only on the thread that is inside start() or
- *    finish(), while it is there. Any other call (another thread, or from create(),
- *    take_log() or destroy()) is refused: it returns 0 and the relay reports the broken rule.
- *  - A sink's own threads may write a started batch's outcomes until its finish() returns.
- *  - A sink never writes to stdout or stderr: log lines go through take_log().
- *
- * MEMORY. Every pointer the relay passes stays valid only for the call, except a batch's
- * messages and outcomes, which stay valid and in place from start() until finish() returns
- * for that batch, or destroy(). Strings are UTF-8, given as pointer + length, not
- * NUL-terminated. The sink owns its state (created in create(), freed in destroy()); the
- * relay owns everything it passes. Error texts are written by the sink into the relay's
- * buffers (NUL-terminated, truncated to their size); they must never hold a secret.
- *
- * FAILURES. A callback returns an OutboxSinkStatus; no C++ exception and no longjmp may
- * cross this interface.
- *  - A message not delivered is reported in its outcome: UNAVAILABLE (the broker could not
- *    be reached, a timeout: sent again later, no attempt counted), REJECTED (this message was
- *    refused: counts as an attempt; after outbox.max_attempts it becomes a dead letter), or
- *    DEFERRED (not sent because an earlier message of its key was not delivered; see ORDER).
- *  - OUTBOX_SINK_UNAVAILABLE from start() or finish(): the whole batch failed as UNAVAILABLE.
- *  - OUTBOX_SINK_CONFIG_ERROR: the options (from create()) or the broker's setup (from a
- *    batch: a subject no stream captures, say) are wrong. No attempt is counted; the relay
- *    reports the error in outbox.status and tries again after outbox.retry_backoff_max.
- *  - OUTBOX_SINK_FATAL: the sink cannot recover; the relay destroys it and creates a new one
- *    after a back-off. usable() returning 0 means the same between batches.
- *  - An outcome left at OUTBOX_DELIVERY_PENDING (or holding an unknown code) when a batch
- *    ends counts as UNAVAILABLE, and the relay reports that the sink broke the interface.
- *
- * ORDER. A message's key is (aggregatetype, aggregateid). Messages of a key are delivered in
- * the order given. Once a message is known not to be delivered, no later message of its key,
- * in the same batch or in a batch started after it while it is unfinished, may be delivered:
- * report those DEFERRED (or UNAVAILABLE). A sink whose broker can reject a message after it
- * was sent documents that the ones already on their way cannot be held back.
+ * which returns a static, constant table. Its size fields say which layout the sink was built
+ * against, so that messages, outcomes and the table itself can grow without a new version.
  */
 #ifndef OUTBOX_SINK_H
 #define OUTBOX_SINK_H
@@ -70,13 +21,13 @@ extern "C" {
 #endif
 
 #define OUTBOX_SINK_MAGIC 0x4f425331u /* "OBS1" */
-#define OUTBOX_SINK_ABI_VERSION 1
+#define OUTBOX_SINK_ABI_VERSION 2
 #define OUTBOX_SINK_INIT_SYMBOL "outbox_sink_init"
-/* Size of the error buffers the relay passes, NUL included. */
+/* Size of the error buffers of create(), start() and finish(), NUL included. */
 #define OUTBOX_SINK_ERROR_SIZE 512
 
 typedef struct OutboxSinkString {
-  const char* data;
+  const char* data; /* UTF-8, not NUL-terminated */
   size_t len;
 } OutboxSinkString;
 
@@ -85,7 +36,7 @@ typedef struct OutboxSinkHeader {
   OutboxSinkString value;
 } OutboxSinkHeader;
 
-/* One event. */
+/* One event. Fields added later go at the end; a sink built before them never sees them. */
 typedef struct OutboxSinkMessage {
   OutboxSinkString id;             /* the event id (UUID text): the same on every retry */
   OutboxSinkString aggregatetype;  /* routes to a topic, subject or URL */
@@ -98,16 +49,22 @@ typedef struct OutboxSinkMessage {
 } OutboxSinkMessage;
 
 typedef enum OutboxSinkDelivery {
-  OUTBOX_DELIVERY_PENDING = 0, /* what the relay sets before a batch starts */
-  OUTBOX_DELIVERY_ACKED = 1,   /* the broker has it: the relay marks the event published */
+  OUTBOX_DELIVERY_PENDING = 0, /* as the relay hands the outcome over */
+  OUTBOX_DELIVERY_ACKED = 1,   /* the broker has it */
   OUTBOX_DELIVERY_UNAVAILABLE = 2,
   OUTBOX_DELIVERY_REJECTED = 3,
   OUTBOX_DELIVERY_DEFERRED = 4
 } OutboxSinkDelivery;
 
+/* One message's outcome, set by the sink. */
 typedef struct OutboxSinkOutcome {
-  int32_t delivery;                   /* an OutboxSinkDelivery */
-  char error[OUTBOX_SINK_ERROR_SIZE]; /* "" when acked; never a secret */
+  int32_t delivery; /* an OutboxSinkDelivery */
+  /*
+   * Why it was not acked (NULL when acked), UTF-8, never a secret. The sink's memory: it
+   * stays valid until the sink's next callback after the batch ended (the relay copies it).
+   */
+  const char* error;
+  size_t error_len;
 } OutboxSinkOutcome;
 
 typedef enum OutboxSinkStatus {
@@ -117,27 +74,14 @@ typedef enum OutboxSinkStatus {
   OUTBOX_SINK_FATAL = 3
 } OutboxSinkStatus;
 
-/*
- * What an option's value is. outbox.configure_sink and the relay check every option against
- * the sink's declaration before create() sees it: an undeclared option is refused.
- */
+/* What an option's value is; checked by the relay before create() sees it. */
 typedef enum OutboxSinkOptionKind {
-  OUTBOX_OPTION_TEXT = 0,    /* passed as given */
-  OUTBOX_OPTION_INTEGER = 1, /* a whole number, optionally negative */
-  OUTBOX_OPTION_BOOLEAN = 2, /* "true" or "false" */
-  /* A file inside outbox.sink_files_directory; create() receives its absolute real path. */
-  OUTBOX_OPTION_FILE = 3,
-  /*
-   * Never given inline: the user gives <name>_file, a file inside outbox.sink_files_directory
-   * that others cannot read or write, at most 64 KiB. create() receives <name> = its content
-   * (one trailing newline stripped). Never shown in outbox.status, logs or errors.
-   */
-  OUTBOX_OPTION_SECRET = 4,
-  /*
-   * A file like OUTBOX_OPTION_FILE that holds key material (a private key, a credentials
-   * file): it must also not be readable or writable by others. create() receives its path.
-   */
-  OUTBOX_OPTION_PRIVATE_FILE = 5
+  OUTBOX_OPTION_TEXT = 0,
+  OUTBOX_OPTION_INTEGER = 1,
+  OUTBOX_OPTION_BOOLEAN = 2,      /* "true" or "false" */
+  OUTBOX_OPTION_FILE = 3,         /* in outbox.sink_files_directory: its absolute real path */
+  OUTBOX_OPTION_SECRET = 4,       /* given as <name>_file: create() receives the content */
+  OUTBOX_OPTION_PRIVATE_FILE = 5, /* a FILE that others may not read: a key, credentials */
 } OutboxSinkOptionKind;
 
 typedef struct OutboxSinkOptionSpec {
@@ -157,12 +101,8 @@ typedef struct OutboxSinkHost {
   uint32_t size; /* sizeof(OutboxSinkHost) in the relay's header */
   void* context;
   /*
-   * A sink that waits for acknowledgements calls this at least every 100 ms while it waits,
-   * on the thread inside start() or finish(), holding none of its own locks, with the client
-   * library's latest error ("" or NULL when none): it shows in outbox.status at once. When it
-   * returns 0 (shutdown, or a new configuration) the sink stops waiting: what is not
-   * acknowledged yet is UNAVAILABLE with the error "not acknowledged: the relay stopped
-   * waiting". It must not call back into the sink.
+   * Called at least every 100 ms while the sink waits, on the thread inside start() or
+   * finish(), with the client library's latest error ("" or NULL). 0: stop waiting.
    */
   int (*keep_waiting)(void* context, const char* client_error);
 } OutboxSinkHost;
@@ -171,43 +111,28 @@ typedef struct OutboxSinkHost {
 typedef void (*OutboxSinkLogFn)(void* context, int level, const char* text);
 
 typedef struct OutboxSinkCallbacks {
-  uint32_t magic;       /* OUTBOX_SINK_MAGIC */
-  uint32_t abi_version; /* OUTBOX_SINK_ABI_VERSION */
-  uint32_t size;        /* sizeof(OutboxSinkCallbacks) */
-  const char* name;     /* the <name> of outbox_sink_<name>.so */
+  uint32_t magic;        /* OUTBOX_SINK_MAGIC */
+  uint32_t abi_version;  /* OUTBOX_SINK_ABI_VERSION */
+  uint32_t size;         /* sizeof(OutboxSinkCallbacks) */
+  uint32_t message_size; /* sizeof(OutboxSinkMessage): the stride of start()'s messages */
+  uint32_t outcome_size; /* sizeof(OutboxSinkOutcome): the stride of start()'s outcomes */
+  const char* name;      /* the <name> of outbox_sink_<name>.so */
   const OutboxSinkOptionSpec* options;
   size_t option_count;
 
   /* Required. */
-
-  /*
-   * Creates a sink from resolved options; sets *state. On failure returns CONFIG_ERROR (bad
-   * options: the message says which, without its value if it looks sensitive) or
-   * UNAVAILABLE, with a message in `error`; *state is then ignored.
-   */
   int (*create)(const OutboxSinkOption* options, size_t option_count, const OutboxSinkHost* host,
                 void** state, char* error, size_t error_size);
-  /* Flushes what it can within a second or two, stops its threads, frees the state. */
   void (*destroy)(void* state);
-  /*
-   * Hands a batch over. Without finish(), it sends synchronously: it returns once every
-   * outcome is set, within timeout_ms. With finish(), it may return at once; the relay keeps
-   * at most two batches started and calls finish() for the oldest.
-   */
+  /* Synchronous without finish(): returns with every outcome set, within timeout_ms. */
   int (*start)(void* state, const OutboxSinkMessage* messages, OutboxSinkOutcome* outcomes,
                size_t count, int64_t timeout_ms, char* error, size_t error_size);
-  /* One line for logs and outbox.status: where it sends, never a credential. */
-  void (*describe)(void* state, char* buffer, size_t size);
+  void (*describe)(void* state, char* buffer, size_t size); /* never a credential */
 
   /* Optional: NULL when not implemented. */
-
-  /* Waits for the oldest started batch, at most until its start + timeout_ms. */
-  int (*finish)(void* state, char* error, size_t error_size);
-  /* 0 once the sink cannot recover by itself. NULL: always usable. */
-  int (*usable)(void* state);
-  /* The largest message (payload + key + headers) it can deliver, in bytes; 0: no limit. */
-  uint64_t (*max_message_bytes)(void* state);
-  /* Calls emit for each log line collected since the last call, oldest first. */
+  int (*finish)(void* state, char* error, size_t error_size); /* the oldest started batch */
+  int (*usable)(void* state);                                 /* 0: recreate me */
+  uint64_t (*max_message_bytes)(void* state);                 /* 0: no limit */
   void (*take_log)(void* state, OutboxSinkLogFn emit, void* emit_context);
 } OutboxSinkCallbacks;
 

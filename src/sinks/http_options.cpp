@@ -65,6 +65,11 @@ struct UrlDeleter {
   void operator()(CURLU* u) const { curl_url_cleanup(u); }
 };
 
+// Each value percent-encoded: an event's data can add no '/', '?' or '#' to the URL.
+const EventTemplate::Rules kUrlRules{
+    "url", EventTemplate::kAggregateType | EventTemplate::kAggregateId | EventTemplate::kType,
+    nullptr, &percent_encoded};
+
 }  // namespace
 
 std::string percent_encoded(std::string_view text) {
@@ -99,36 +104,9 @@ UrlTemplate::UrlTemplate(const std::string& text) {
   // The options are stored in clear (outbox.sink_config, pg_dump): no credential in them. The
   // userinfo is not repeated.
   if (text.find('@', authority) < path) throw ConfigError(kUserinfoError);
-  shown_ = text;
   // curl reads "http:///x" as host "x": refuse an empty authority here.
   if (path == authority) throw ConfigError("url: has no host");
-
-  std::string literal;
-  for (std::size_t i = 0; i < text.size();) {
-    if (text.compare(i, 2, "${") != 0) {
-      literal += text[i++];
-      continue;
-    }
-    const std::size_t end = text.find('}', i + 2);
-    if (end == std::string::npos) throw ConfigError("url: unterminated \"${\" in the template");
-    const std::string name = text.substr(i + 2, end - i - 2);
-    Kind kind;
-    if (name == "aggregatetype") {
-      kind = Kind::kAggregateType;
-    } else if (name == "type") {
-      kind = Kind::kType;
-    } else if (name == "aggregateid") {
-      kind = Kind::kAggregateId;
-    } else {
-      throw ConfigError("url: unknown placeholder ${" + name.substr(0, 40) +
-                        "} (known: ${aggregatetype}, ${type}, ${aggregateid})");
-    }
-    if (!literal.empty()) parts_.push_back({Kind::kLiteral, std::move(literal)});
-    literal.clear();
-    parts_.push_back({kind, {}});
-    i = end + 1;
-  }
-  if (!literal.empty()) parts_.push_back({Kind::kLiteral, std::move(literal)});
+  template_ = EventTemplate(text, kUrlRules);
 
   // What curl will parse: with sample values, so the fixed parts are checked now.
   Message sample;
@@ -156,27 +134,6 @@ UrlTemplate::UrlTemplate(const std::string& text) {
     curl_free(value);
     if (got == CURLUE_OK) throw ConfigError(kUserinfoError);
   }
-}
-
-std::string UrlTemplate::render(const Message& message) const {
-  std::string out;
-  for (const Part& part : parts_) {
-    switch (part.kind) {
-      case Kind::kLiteral:
-        out += part.literal;
-        break;
-      case Kind::kAggregateType:
-        out += percent_encoded(message.aggregatetype);
-        break;
-      case Kind::kType:
-        out += percent_encoded(message.type);
-        break;
-      case Kind::kAggregateId:
-        out += percent_encoded(message.aggregateid);
-        break;
-    }
-  }
-  return out;
 }
 
 HttpSettings http_settings(const Options& given) {

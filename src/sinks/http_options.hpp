@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sinks/cloudevents.hpp"
+#include "sinks/event_template.hpp"
 #include "sinks/sink.hpp"
 
 namespace outbox::sinks {
@@ -29,18 +30,12 @@ class UrlTemplate {
   explicit UrlTemplate(const std::string& text);
   UrlTemplate() = default;
 
-  std::string render(const Message& message) const;
+  std::string render(const Message& message) const { return template_.render(message); }
   // The template as given (it holds no credential): what describe() shows.
-  const std::string& shown() const { return shown_; }
+  const std::string& shown() const { return template_.text(); }
 
  private:
-  enum class Kind { kLiteral, kAggregateType, kType, kAggregateId };
-  struct Part {
-    Kind kind;
-    std::string literal;
-  };
-  std::vector<Part> parts_;
-  std::string shown_;
+  EventTemplate template_;
 };
 
 // Every byte but the unreserved ones (RFC 3986) as %XX.

@@ -56,14 +56,6 @@ HttpSink::Batch* HttpSink::batch(std::uint64_t seq) {
   return nullptr;
 }
 
-void HttpSink::send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
-                    std::chrono::milliseconds timeout) {
-  // finish() would wait for an older batch instead of this one.
-  if (!batches_.empty()) throw std::logic_error("http sink: send() while batches are started");
-  start(messages, outcomes, timeout);
-  finish();
-}
-
 void HttpSink::start(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
                      std::chrono::milliseconds timeout) {
   auto owned = std::make_unique<Batch>();

@@ -68,8 +68,6 @@ class HttpSink final : public Sink {
   HttpSink(const HttpSink&) = delete;
   HttpSink& operator=(const HttpSink&) = delete;
 
-  void send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
-            std::chrono::milliseconds timeout) override;
   void start(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
              std::chrono::milliseconds timeout) override;
   void finish() override;

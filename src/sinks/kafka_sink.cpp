@@ -125,17 +125,6 @@ void KafkaSink::run() noexcept {
   }
 }
 
-void KafkaSink::send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
-                     std::chrono::milliseconds timeout) {
-  {
-    // finish() would wait for an older batch instead of this one.
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!batches_.empty()) throw std::logic_error("kafka sink: send() while batches are started");
-  }
-  start(messages, outcomes, timeout);
-  finish();
-}
-
 void KafkaSink::start(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
                       std::chrono::milliseconds timeout) {
   outcomes.resize(messages.size());

@@ -103,8 +103,6 @@ class KafkaSink final : public Sink {
   KafkaSink& operator=(const KafkaSink&) = delete;
 
   // Throws std::logic_error while batches are started (use finish() for them).
-  void send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
-            std::chrono::milliseconds timeout) override;
   void start(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
              std::chrono::milliseconds timeout) override;
   void finish() override;

@@ -260,17 +260,6 @@ natsStatus NatsSink::publish(const Message& m, std::uint64_t seq, const std::str
   return s;
 }
 
-void NatsSink::send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
-                    std::chrono::milliseconds timeout) {
-  {
-    // finish() would wait for an older batch instead of this one.
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!batches_.empty()) throw std::logic_error("nats sink: send() while batches are started");
-  }
-  start(messages, outcomes, timeout);
-  finish();
-}
-
 void NatsSink::start(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
                      std::chrono::milliseconds timeout) {
   outcomes.resize(messages.size());

@@ -115,8 +115,6 @@ class NatsSink final : public Sink {
   NatsSink(const NatsSink&) = delete;
   NatsSink& operator=(const NatsSink&) = delete;
 
-  void send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
-            std::chrono::milliseconds timeout) override;
   void start(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
              std::chrono::milliseconds timeout) override;
   void finish() override;

@@ -1,31 +1,8 @@
 #include "sinks/nats_subject.hpp"
 
-#include <cstdio>
-
 namespace outbox::sinks::nats {
 
 namespace {
-
-// Quoted for an error message: non-printable bytes as \xNN, cut after 80 characters.
-std::string quoted(std::string_view text) {
-  std::string out = "\"";
-  std::size_t shown = 0;
-  for (char c : text) {
-    if (shown++ == 80) {
-      out += "...";
-      break;
-    }
-    auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f || c == '"' || c == '\\') {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
 
 bool is_space_or_control(char c) {
   auto u = static_cast<unsigned char>(c);
@@ -39,72 +16,27 @@ const char* bad_char(char c) {
   return nullptr;
 }
 
+std::string subject_char_error(char c) {
+  const char* why = bad_char(c);
+  return why != nullptr ? std::string(why) : std::string();
+}
+
+const EventTemplate::Rules kSubjectRules{
+    "subject.template",
+    EventTemplate::kAggregateType | EventTemplate::kAggregateId | EventTemplate::kType,
+    &subject_char_error};
+
 }  // namespace
 
-SubjectTemplate::SubjectTemplate(std::string_view text) : text_(text) {
-  const std::string prefix = "subject.template: ";
-  if (text.empty()) throw ConfigError(prefix + "must not be empty");
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    if (text.compare(pos, 2, "${") == 0) {
-      const std::size_t close = text.find('}', pos + 2);
-      if (close == std::string_view::npos) {
-        throw ConfigError(prefix + "unterminated \"${\" at position " + std::to_string(pos) +
-                          " in " + quoted(text));
-      }
-      const std::string_view name = text.substr(pos + 2, close - pos - 2);
-      if (name == "aggregatetype") {
-        parts_.push_back({Kind::kAggregateType, {}});
-      } else if (name == "aggregateid") {
-        parts_.push_back({Kind::kAggregateId, {}});
-      } else if (name == "type") {
-        parts_.push_back({Kind::kType, {}});
-      } else {
-        throw ConfigError(prefix + "unknown placeholder ${" + std::string(name) + "} in " +
-                          quoted(text) + " (known: ${aggregatetype}, ${aggregateid}, ${type})");
-      }
-      pos = close + 1;
-      continue;
-    }
-    if (const char* why = bad_char(text[pos])) {
-      throw ConfigError(prefix + why + " at position " + std::to_string(pos) + " of " +
-                        quoted(text));
-    }
-    if (parts_.empty() || parts_.back().kind != Kind::kLiteral)
-      parts_.push_back({Kind::kLiteral, {}});
-    parts_.back().literal += text[pos];
-    ++pos;
-  }
+SubjectTemplate::SubjectTemplate(std::string_view text) : template_(text, kSubjectRules) {
   // Empty tokens in the literal text: a placeholder's value cannot fill them, since a "."
   // next to a placeholder only ends or starts its token. Checked on the template with each
   // placeholder standing for one non-empty token.
-  std::string shape;
-  for (const Part& part : parts_) shape += part.kind == Kind::kLiteral ? part.literal : "x";
+  const std::string shape = template_.shape("x");
   if (shape.front() == '.' || shape.back() == '.' || shape.find("..") != std::string::npos) {
-    throw ConfigError(prefix + "empty token (a leading or trailing '.', or \"..\") in " +
+    throw ConfigError("subject.template: empty token (a leading or trailing '.', or \"..\") in " +
                       quoted(text));
   }
-}
-
-std::string SubjectTemplate::render(const Message& message) const {
-  std::string out;
-  for (const Part& part : parts_) {
-    switch (part.kind) {
-      case Kind::kLiteral:
-        out += part.literal;
-        break;
-      case Kind::kAggregateType:
-        out += message.aggregatetype;
-        break;
-      case Kind::kAggregateId:
-        out += message.aggregateid;
-        break;
-      case Kind::kType:
-        out += message.type;
-        break;
-    }
-  }
-  return out;
 }
 
 std::string subject_error(std::string_view subject) {

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sinks/event_template.hpp"
 #include "sinks/sink.hpp"
 
 namespace outbox::sinks::nats {
@@ -32,17 +33,11 @@ class SubjectTemplate {
   explicit SubjectTemplate(std::string_view text = kDefaultSubjectTemplate);
 
   // The subject for a message, not yet validated (see route_subject).
-  std::string render(const Message& message) const;
-  const std::string& text() const { return text_; }
+  std::string render(const Message& message) const { return template_.render(message); }
+  const std::string& text() const { return template_.text(); }
 
  private:
-  enum class Kind { kLiteral, kAggregateType, kAggregateId, kType };
-  struct Part {
-    Kind kind;
-    std::string literal;
-  };
-  std::string text_;
-  std::vector<Part> parts_;
+  EventTemplate template_;
 };
 
 // Empty when `subject` is a valid subject to publish to, otherwise why it is not.

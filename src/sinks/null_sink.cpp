@@ -26,9 +26,9 @@ const OptionSpec kNullOptions[] = {
      "N >= 1: reject every Nth message (counted across batches), to exercise dead letters"},
     {"unavailable_every", OptionKind::kInteger,
      "N >= 1: every Nth message is unavailable (a transient failure), to exercise key holds"},
-    {"throw_every", OptionKind::kInteger, "N >= 1: every Nth send() throws, as a buggy sink would"},
+    {"throw_every", OptionKind::kInteger, "N >= 1: every Nth batch throws, as a buggy sink would"},
     {"delay_ms", OptionKind::kInteger,
-     "0 to 1000: each send() takes this long, as a sink waiting for its broker would"},
+     "0 to 1000: each batch takes this long, as a sink waiting for its broker would"},
     {"reject_aggregateid", OptionKind::kText,
      "reject the first event seen with this aggregateid, each time it is offered, reject_times "
      "times"},
@@ -64,20 +64,13 @@ class NullSink final : public Sink {
   NullSink(const NullSink&) = delete;
   NullSink& operator=(const NullSink&) = delete;
 
-  void send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
-            std::chrono::milliseconds /*timeout*/) override {
-    begin_call();
-    FailedKeys failed;
-    decide(messages, outcomes, /*after_started=*/false, failed);
-  }
-
-  // Synchronous like send(), but the keys that failed hold back later batches' messages
-  // until this batch is finished: the relay starts the next batch before it finishes this one.
+  // Synchronous, but the keys that failed hold back later batches' messages until this batch
+  // is finished: the relay starts the next batch before it finishes this one.
   void start(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
              std::chrono::milliseconds /*timeout*/) override {
     begin_call();
     FailedKeys failed;
-    decide(messages, outcomes, /*after_started=*/true, failed);
+    decide(messages, outcomes, failed);
     started_.push_back(std::move(failed));
   }
 
@@ -147,11 +140,11 @@ class NullSink final : public Sink {
   // Sets every outcome of the batch; `failed` gets the keys of the messages not acked
   // (deferred ones too: a later batch must not overtake them either).
   void decide(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
-              bool after_started, FailedKeys& failed) {
+              FailedKeys& failed) {
     outcomes.resize(messages.size());
     for (std::size_t i = 0; i < messages.size(); ++i) {
       const Message& m = messages[i];
-      if (failed.find(m) != nullptr || (after_started && failed_in_started(m))) {
+      if (failed.find(m) != nullptr || failed_in_started(m)) {
         outcomes[i] = Outcome{Delivery::kDeferred, kDeferredError};
         failed.add(m, kDeferredError);
         continue;

@@ -45,7 +45,8 @@ class HostObserver final : public WaitObserver {
   OutboxSinkHost host_{};
 };
 
-// A batch started on the C++ sink: its messages and outcomes stay in place until finish().
+// A batch started on the C++ sink: its messages and outcomes stay in place until finish(),
+// and its outcomes (their error texts) until the next start().
 struct Slot {
   std::vector<Message> messages;
   std::vector<Outcome> outcomes;
@@ -97,7 +98,9 @@ void copy_outcomes(const Slot& slot) {
         c.delivery = OUTBOX_DELIVERY_DEFERRED;
         break;
     }
-    put(c.error, sizeof(c.error), o.error);
+    // The text stays in the slot until the next start() reuses it: the relay copies it first.
+    c.error = o.error.empty() ? nullptr : o.error.data();
+    c.error_len = o.error.size();
   }
 }
 

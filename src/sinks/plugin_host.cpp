@@ -1,5 +1,6 @@
 #include "sinks/plugin_host.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstring>
@@ -9,13 +10,22 @@
 #include <stdexcept>
 #include <thread>
 
+#include "sinks/strided_array.hpp"
+
 namespace outbox::sinks {
 namespace {
 
-// The size of version 1's table, up to and including the last required callback: a plugin
-// must cover at least that.
+// The size of version 2's table, up to and including the last required callback, and of its
+// message and outcome: a plugin must cover at least those.
 constexpr std::size_t kMinimumTableSize =
     offsetof(OutboxSinkCallbacks, describe) + sizeof(OutboxSinkCallbacks::describe);
+constexpr std::size_t kMinimumMessageSize =
+    offsetof(OutboxSinkMessage, created_at_unix_us) + sizeof(OutboxSinkMessage::created_at_unix_us);
+constexpr std::size_t kMinimumOutcomeSize =
+    offsetof(OutboxSinkOutcome, error_len) + sizeof(OutboxSinkOutcome::error_len);
+constexpr std::size_t kMaxStride = 4096;
+// An outcome's error text is cut there.
+constexpr std::size_t kMaxErrorBytes = 4096;
 constexpr std::size_t kMaxOptions = 1000;
 
 bool valid_option_name(const char* name) {
@@ -46,13 +56,13 @@ std::string sink_text(const char* text, std::size_t size) {
 
 OutboxSinkString c_string(std::string_view s) { return {s.data(), s.size()}; }
 
-// One started batch, as the plugin sees it: stays in place until its finish() returns. Its
-// vectors are kept for the next batch (a batch's outcomes are half a megabyte: allocating and
-// zeroing them for each batch would cost more than a null sink's whole send).
+// One started batch, as the plugin sees it, with the plugin's strides: stays in place until
+// its finish() returns. Its vectors are kept for the next batch.
 struct Batch {
-  std::vector<OutboxSinkMessage> messages;
+  StridedArray messages;
   std::vector<OutboxSinkHeader> headers;
-  std::vector<OutboxSinkOutcome> outcomes;  // at least messages.size(), never shrunk
+  StridedArray outcomes;  // zeroed: OUTBOX_DELIVERY_PENDING, no error
+  std::size_t count = 0;
   std::vector<Outcome>* target = nullptr;
 };
 
@@ -89,12 +99,6 @@ class HostedSink final : public Sink {
     throw std::runtime_error(message);
   }
 
-  void send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
-            std::chrono::milliseconds timeout) override {
-    start(messages, outcomes, timeout);
-    finish();
-  }
-
   void start(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
              std::chrono::milliseconds timeout) override {
     if (spare_.empty()) {
@@ -107,8 +111,9 @@ class HostedSink final : public Sink {
     fill(batch, messages, outcomes);
     char error[OUTBOX_SINK_ERROR_SIZE] = "";
     const int status = call([&] {
-      return callbacks_.start(state_, batch.messages.data(), batch.outcomes.data(),
-                              batch.messages.size(), timeout.count(), error, sizeof(error));
+      return callbacks_.start(state_, static_cast<const OutboxSinkMessage*>(batch.messages.data()),
+                              static_cast<OutboxSinkOutcome*>(batch.outcomes.data()), batch.count,
+                              timeout.count(), error, sizeof(error));
     });
     if (status != OUTBOX_SINK_OK) {
       retire_newest();
@@ -211,12 +216,14 @@ class HostedSink final : public Sink {
   void fill(Batch& batch, const std::vector<Message>& messages, std::vector<Outcome>& outcomes) {
     std::size_t header_count = 0;
     for (const Message& m : messages) header_count += m.headers.size();
-    batch.messages.clear();
+    batch.count = messages.size();
+    batch.messages.reset(batch.count, callbacks_.message_size);
+    batch.outcomes.reset(batch.count, callbacks_.outcome_size);
     batch.headers.clear();
     // Reserved before the first push_back: the messages point into `headers`.
     batch.headers.reserve(header_count);
-    batch.messages.reserve(messages.size());
-    for (const Message& m : messages) {
+    for (std::size_t i = 0; i < batch.count; ++i) {
+      const Message& m = messages[i];
       OutboxSinkMessage c{};
       c.id = c_string(m.id);
       c.aggregatetype = c_string(m.aggregatetype);
@@ -229,12 +236,7 @@ class HostedSink final : public Sink {
         batch.headers.push_back({c_string(name), c_string(value)});
       }
       c.created_at_unix_us = m.created_at_unix_us;
-      batch.messages.push_back(c);
-    }
-    if (batch.outcomes.size() < messages.size()) batch.outcomes.resize(messages.size());
-    for (std::size_t i = 0; i < messages.size(); ++i) {
-      batch.outcomes[i].delivery = OUTBOX_DELIVERY_PENDING;
-      batch.outcomes[i].error[0] = '\0';
+      batch.messages.put(i, c);
     }
     batch.target = &outcomes;
   }
@@ -243,6 +245,9 @@ class HostedSink final : public Sink {
   // declared secret redacted, whatever the sink wrote.
   std::string shown(const char* text, std::size_t size) const {
     return redacted(sink_text(text, size), secrets_);
+  }
+  std::string shown(const OutboxSinkOutcome& c) const {
+    return shown(c.error, std::min(c.error_len, kMaxErrorBytes));
   }
 
   [[noreturn]] void fail(int status, const char* error, std::size_t size) {
@@ -262,21 +267,21 @@ class HostedSink final : public Sink {
   void take_oldest() {
     Batch& batch = started_.front();
     std::vector<Outcome>& target = *batch.target;
-    for (std::size_t i = 0; i < batch.messages.size() && i < target.size(); ++i) {
-      const OutboxSinkOutcome& c = batch.outcomes[i];
+    for (std::size_t i = 0; i < batch.count && i < target.size(); ++i) {
+      const auto c = batch.outcomes.get<OutboxSinkOutcome>(i);
       Outcome& o = target[i];
       switch (c.delivery) {
         case OUTBOX_DELIVERY_ACKED:
           o = {Delivery::kAcked, {}};
           break;
         case OUTBOX_DELIVERY_UNAVAILABLE:
-          o = {Delivery::kUnavailable, shown(c.error, sizeof(c.error))};
+          o = {Delivery::kUnavailable, shown(c)};
           break;
         case OUTBOX_DELIVERY_REJECTED:
-          o = {Delivery::kRejected, shown(c.error, sizeof(c.error))};
+          o = {Delivery::kRejected, shown(c)};
           break;
         case OUTBOX_DELIVERY_DEFERRED:
-          o = {Delivery::kDeferred, shown(c.error, sizeof(c.error))};
+          o = {Delivery::kDeferred, shown(c)};
           break;
         default:
           o = {Delivery::kUnavailable, "sink " + name_ +
@@ -331,6 +336,22 @@ PluginHost::PluginHost(const OutboxSinkCallbacks* table, std::string_view name) 
   }
   // Fields past the plugin's size do not exist in its table: they stay NULL here.
   std::memcpy(&callbacks_, table, std::min<std::size_t>(table->size, sizeof(callbacks_)));
+  // The strides start() lays messages and outcomes out with (strided_array.hpp).
+  struct Stride {
+    const char* field;
+    std::size_t size, minimum;
+    const char* type;
+  };
+  for (const Stride& stride :
+       {Stride{"message_size", callbacks_.message_size, kMinimumMessageSize, "OutboxSinkMessage"},
+        Stride{"outcome_size", callbacks_.outcome_size, kMinimumOutcomeSize,
+               "OutboxSinkOutcome"}}) {
+    if (stride.size < stride.minimum || stride.size > kMaxStride ||
+        stride.size % alignof(std::uint64_t) != 0) {
+      throw ConfigError(library + "'s sink table gives " + stride.field + " = " +
+                        std::to_string(stride.size) + ": set it to sizeof(" + stride.type + ")");
+    }
+  }
   if (callbacks_.name == nullptr || name_ != callbacks_.name) {
     throw ConfigError(library + " names its sink \"" +
                       (callbacks_.name != nullptr ? sink_text(callbacks_.name, 64) : "") +

@@ -75,12 +75,6 @@ ProcessSink::~ProcessSink() {
   reap_sink_host(pid_, grace_);
 }
 
-void ProcessSink::send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
-                       std::chrono::milliseconds timeout) {
-  start(messages, outcomes, timeout);
-  finish();
-}
-
 void ProcessSink::start(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
                         std::chrono::milliseconds timeout) {
   if (!ended_.empty()) throw std::runtime_error(ended_);

@@ -48,8 +48,6 @@ class ProcessSink final : public Sink {
   ProcessSink(const ProcessSink&) = delete;
   ProcessSink& operator=(const ProcessSink&) = delete;
 
-  void send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
-            std::chrono::milliseconds timeout) override;
   void start(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
              std::chrono::milliseconds timeout) override;
   void finish() override;

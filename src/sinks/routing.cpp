@@ -11,30 +11,6 @@ bool is_topic_char(char c) {
          c == '_' || c == '-';
 }
 
-// A name as it may appear inside an error message: quoted, non-printable bytes as \xNN,
-// cut after max_chars characters.
-std::string quoted(std::string_view text, std::size_t max_chars = 80) {
-  std::string out = "\"";
-  std::size_t shown = 0;
-  for (char c : text) {
-    if (shown == max_chars) {
-      out += "...";
-      break;
-    }
-    auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u >= 0x7f || c == '"' || c == '\\') {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
-    } else {
-      out += c;
-    }
-    ++shown;
-  }
-  out += '"';
-  return out;
-}
-
 std::string describe_char(char c) {
   auto u = static_cast<unsigned char>(c);
   char buf[32];
@@ -48,85 +24,28 @@ std::string describe_char(char c) {
 
 constexpr const char* kLegal = "only a-z, A-Z, 0-9, '.', '_' and '-' are allowed";
 
+// Why a character cannot appear in a topic template's literal text, or "".
+std::string topic_char_error(char c) {
+  if (is_topic_char(c)) return {};
+  return describe_char(c) + " cannot appear in a Kafka topic name (" + kLegal + ")";
+}
+
+const EventTemplate::Rules kTopicRules{"topic.template",
+                                       EventTemplate::kAggregateType | EventTemplate::kType,
+                                       &topic_char_error, nullptr, /*routed_by_value=*/true};
+
 }  // namespace
 
-TopicTemplate::TopicTemplate(std::string_view text) : text_(text) {
+TopicTemplate::TopicTemplate(std::string_view text) : template_(text, kTopicRules) {
   const std::string prefix = "topic.template: ";
-  if (text.empty()) {
-    throw ConfigError(prefix + "must not be empty");
-  }
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    if (text.compare(pos, 2, "${") == 0) {
-      std::size_t close = text.find('}', pos + 2);
-      if (close == std::string_view::npos) {
-        throw ConfigError(prefix + "unterminated \"${\" at position " + std::to_string(pos) +
-                          " in " + quoted(text));
-      }
-      std::string_view name = text.substr(pos + 2, close - pos - 2);
-      if (name == "aggregatetype" || name == "routedByValue") {
-        parts_.push_back({Kind::kAggregateType, {}});
-      } else if (name == "type") {
-        parts_.push_back({Kind::kType, {}});
-      } else {
-        throw ConfigError(prefix + "unknown placeholder ${" + std::string(name) + "} in " +
-                          quoted(text) + " (known: ${aggregatetype}, ${type})");
-      }
-      pos = close + 1;
-      continue;
-    }
-    char c = text[pos];
-    if (!is_topic_char(c)) {
-      throw ConfigError(prefix + describe_char(c) + " at position " + std::to_string(pos) + " of " +
-                        quoted(text) + " cannot appear in a Kafka topic name (" + kLegal + ")");
-    }
-    if (parts_.empty() || parts_.back().kind != Kind::kLiteral) {
-      parts_.push_back({Kind::kLiteral, {}});
-    }
-    parts_.back().literal += c;
-    ++pos;
-  }
   if (is_fixed()) {
-    std::string error = topic_name_error(text_);
-    if (!error.empty()) {
-      throw ConfigError(prefix + error);
-    }
-  } else {
-    std::size_t literal_chars = 0;
-    for (const Part& part : parts_) {
-      literal_chars += part.literal.size();
-    }
-    if (literal_chars >= kMaxTopicLength) {
-      throw ConfigError(prefix + "the literal text alone has " + std::to_string(literal_chars) +
-                        " characters; a Kafka topic name has at most " +
-                        std::to_string(kMaxTopicLength));
-    }
+    const std::string error = topic_name_error(text);
+    if (!error.empty()) throw ConfigError(prefix + error);
+  } else if (template_.literal_size() >= kMaxTopicLength) {
+    throw ConfigError(
+        prefix + "the literal text alone has " + std::to_string(template_.literal_size()) +
+        " characters; a Kafka topic name has at most " + std::to_string(kMaxTopicLength));
   }
-}
-
-bool TopicTemplate::is_fixed() const {
-  for (const Part& part : parts_) {
-    if (part.kind != Kind::kLiteral) return false;
-  }
-  return true;
-}
-
-std::string TopicTemplate::render(const Message& message) const {
-  std::string out;
-  for (const Part& part : parts_) {
-    switch (part.kind) {
-      case Kind::kLiteral:
-        out += part.literal;
-        break;
-      case Kind::kAggregateType:
-        out += message.aggregatetype;
-        break;
-      case Kind::kType:
-        out += message.type;
-        break;
-    }
-  }
-  return out;
 }
 
 std::string topic_name_error(std::string_view topic) {

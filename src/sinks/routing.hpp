@@ -29,6 +29,7 @@
 
 #include "core/event_rules.hpp"
 #include "sinks/cloudevents.hpp"
+#include "sinks/event_template.hpp"
 #include "sinks/sink.hpp"
 
 namespace outbox::sinks::routing {
@@ -46,20 +47,14 @@ class TopicTemplate {
   explicit TopicTemplate(std::string_view text = kDefaultTopicTemplate);
 
   // The topic for a message, not yet validated (see route_topic).
-  std::string render(const Message& message) const;
+  std::string render(const Message& message) const { return template_.render(message); }
 
-  const std::string& text() const { return text_; }
+  const std::string& text() const { return template_.text(); }
   // True when the template has no placeholder: every message goes to one topic.
-  bool is_fixed() const;
+  bool is_fixed() const { return template_.is_fixed(); }
 
  private:
-  enum class Kind { kLiteral, kAggregateType, kType };
-  struct Part {
-    Kind kind;
-    std::string literal;
-  };
-  std::string text_;
-  std::vector<Part> parts_;
+  EventTemplate template_;
 };
 
 // Empty when `topic` is a legal Kafka topic name, otherwise why it is not (one sentence,

@@ -1,23 +1,17 @@
-// Every signal blocked while it lives, on the calling thread: threads a client library starts
-// meanwhile (curl's resolver, cnats' reconnect thread) inherit the mask, so PostgreSQL's
-// signal handlers never run on them. Signals that arrive meanwhile stay pending and are
-// handled on the backend's thread once the mask is restored. The relay creates every sink in
-// such a scope (outbox_sink.h: THREADS); a sink uses one around calls that may start threads.
+// Every signal blocked while it lives, on the calling thread (outbox_sink_signals.h, the
+// helper installed for every sink): threads a client library starts meanwhile (curl's
+// resolver, cnats' reconnect thread) inherit the mask. The relay creates every sink in such
+// a scope; a sink uses one around calls that may start threads.
 #pragma once
 
-#include <pthread.h>
-#include <signal.h>
+#include "include/outbox_sink_signals.h"
 
 namespace outbox::sinks {
 
 class SignalsBlocked {
  public:
-  SignalsBlocked() {
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &saved_);
-  }
-  ~SignalsBlocked() { pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+  SignalsBlocked() { outbox_sink_block_signals(&saved_); }
+  ~SignalsBlocked() { outbox_sink_restore_signals(&saved_); }
   SignalsBlocked(const SignalsBlocked&) = delete;
   SignalsBlocked& operator=(const SignalsBlocked&) = delete;
 

@@ -115,37 +115,37 @@ class Sink {
  public:
   virtual ~Sink() = default;
 
-  // Sends every message and waits until each is acknowledged or has failed, for at most
-  // `timeout`. Sets outcomes[i] for messages[i] (outcomes is resized by the caller).
-  // Messages with the same key are delivered in the order given. Per-message failures go
-  // into outcomes; an exception means the whole batch failed as kUnavailable.
+  // Hands a batch over: the relay fetches and marks the next batch while the broker
+  // acknowledges this one. start() may return without waiting; finish() waits for the oldest
+  // started batch that has not finished, at most until its start() + `timeout`, and sets all
+  // of its outcomes: outcomes[i] for messages[i] (outcomes is sized by the caller).
+  // Per-message failures go into outcomes. An exception from start() means the batch was not
+  // started and failed as kUnavailable; from finish(), that the oldest batch failed as
+  // kUnavailable. A sink that sends synchronously sets the outcomes in start() and keeps the
+  // default finish().
   //
-  // Per-key order: the key is (aggregatetype, aggregateid). Once a message is
-  // known not to be delivered (rejected, or unavailable), no later message of its key in the
-  // batch, or in a batch started after it while it is unfinished, may be delivered: the sink
-  // reports those kDeferred (or kUnavailable) instead. A message that fails after it was
-  // handed to the broker (a broker-side rejection) cannot hold back the ones already on their
-  // way; a sink documents whether that can happen.
-  virtual void send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
-                    std::chrono::milliseconds timeout) = 0;
-
-  // Pipelined sending: the relay fetches and marks the next batch while the broker
-  // acknowledges this one. start() hands a batch over and returns without waiting;
-  // finish() waits for the oldest started batch that has not finished, at most until its
-  // start() + `timeout`, and sets all of its outcomes. The relay keeps at most two batches
-  // started; `messages` and `outcomes` stay where they are until that batch's finish()
-  // returns or the sink is destroyed: a sink may read and write them on its own thread. Per-key
-  // order holds across batches: a message of a later batch must not be delivered ahead of an
-  // earlier batch's message of the same key that failed or could not be queued (report the
-  // later one kDeferred, or kUnavailable, instead; see send()). An exception from start() means the
-  // batch was not started and failed as kUnavailable; from finish(), that the oldest batch failed
-  // as kUnavailable. The defaults send synchronously: start() calls send(), finish() has nothing to
-  // wait for.
+  // The relay keeps at most two batches started; `messages` and `outcomes` stay where they
+  // are until that batch's finish() returns or the sink is destroyed: a sink may read and
+  // write them on its own thread.
+  //
+  // Per-key order: the key is (aggregatetype, aggregateid). Messages with the same key are
+  // delivered in the order given. Once a message is known not to be delivered (rejected, or
+  // unavailable), no later message of its key in the batch, or in a batch started after it
+  // while it is unfinished, may be delivered: the sink reports those kDeferred (or
+  // kUnavailable) instead. A message that fails after it was handed to the broker (a
+  // broker-side rejection) cannot hold back the ones already on their way; a sink documents
+  // whether that can happen.
   virtual void start(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
-                     std::chrono::milliseconds timeout) {
-    send(messages, outcomes, timeout);
-  }
+                     std::chrono::milliseconds timeout) = 0;
   virtual void finish() {}
+
+  // One batch, synchronously (tests and tools; the relay pipelines): start() and finish(),
+  // while no other batch is started (finish() would wait for that one instead).
+  void send(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
+            std::chrono::milliseconds timeout) {
+    start(messages, outcomes, timeout);
+    finish();
+  }
 
   // False once the sink cannot recover by itself (e.g. a librdkafka fatal error): the relay
   // then destroys it and creates a new one after a back-off.

@@ -11,7 +11,8 @@
 #                      bench/relay (not shipped, so not part of `make`)
 
 # Sources, for the format targets (headers are covered by src/*/*.hpp there).
-SINK_SRCS = src/sinks/option_rules.cpp src/sinks/option_files.cpp src/sinks/routing.cpp src/sinks/cloudevents.cpp \
+SINK_SRCS = src/sinks/option_rules.cpp src/sinks/option_files.cpp src/sinks/event_template.cpp \
+	src/sinks/routing.cpp src/sinks/cloudevents.cpp \
 	src/sinks/plugin_export.cpp src/sinks/null_sink.cpp \
 	src/sinks/null_plugin.cpp src/sinks/kafka_options.cpp src/sinks/kafka_sink.cpp \
 	src/sinks/kafka_classify.cpp src/sinks/kafka_partitioner.cpp src/sinks/kafka_reports.cpp \
@@ -47,19 +48,21 @@ outbox_sink_kafka$(DLSUFFIX): src/sinks/kafka_sink.cpp src/sinks/kafka_classify.
 		src/sinks/kafka_partitioner.cpp src/sinks/kafka_reports.cpp src/sinks/kafka_batches.cpp \
 		src/sinks/kafka_plugin.cpp src/sinks/kafka_options.cpp src/sinks/option_rules.cpp \
 		src/sinks/option_files.cpp \
-		src/sinks/routing.cpp src/sinks/cloudevents.cpp src/sinks/plugin_export.cpp $(SINK_HDRS)
+		src/sinks/event_template.cpp src/sinks/routing.cpp src/sinks/cloudevents.cpp \
+		src/sinks/plugin_export.cpp $(SINK_HDRS)
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^) -lrdkafka
 
 outbox_sink_http$(DLSUFFIX): src/sinks/http_sink.cpp src/sinks/http_request.cpp \
 		src/sinks/http_stragglers.cpp src/sinks/http_options.cpp src/sinks/webhook_signature.cpp src/sinks/http_plugin.cpp \
 		src/sinks/option_rules.cpp src/sinks/option_files.cpp src/sinks/cloudevents.cpp \
-		src/sinks/plugin_export.cpp $(SINK_HDRS)
+		src/sinks/event_template.cpp src/sinks/plugin_export.cpp $(SINK_HDRS)
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^) -lcurl -lcrypto
 
 # NATS JetStream, through cnats (Debian libnats-dev at build time, libnats3.x at run time).
 outbox_sink_nats$(DLSUFFIX): src/sinks/nats_sink.cpp src/sinks/nats_events.cpp \
 		src/sinks/nats_finish.cpp src/sinks/nats_lookup.cpp src/sinks/nats_subject.cpp \
 		src/sinks/nats_options.cpp src/sinks/nats_plugin.cpp src/sinks/cloudevents.cpp \
+		src/sinks/event_template.cpp \
 		src/sinks/option_rules.cpp src/sinks/option_files.cpp src/sinks/plugin_export.cpp $(SINK_HDRS)
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^) -lnats -pthread
 

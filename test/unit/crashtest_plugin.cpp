@@ -31,6 +31,7 @@ struct State {
     size_t count;
   };
   std::deque<Batch> started;
+  std::deque<std::string> errors;  // the last finished batch's error texts
 };
 
 void maybe_fail(const State& s, const char* where) {
@@ -80,6 +81,7 @@ int finish(void* state, char*, size_t) {
   maybe_fail(*s, "finish");
   State::Batch batch = s->started.front();
   s->started.pop_front();
+  s->errors.clear();  // the relay copied the previous batch's
   bool stopped = false;
   for (long waited = 0; waited < s->wait_ms && !stopped; waited += 10) {
     stopped = s->host->keep_waiting(s->host->context, "broker down") == 0;
@@ -90,11 +92,14 @@ int finish(void* state, char*, size_t) {
     OutboxSinkOutcome& o = batch.outcomes[i];
     if (stopped) {
       o.delivery = OUTBOX_DELIVERY_UNAVAILABLE;
-      std::snprintf(o.error, sizeof(o.error), "not acknowledged: the relay stopped waiting");
+      o.error = "not acknowledged: the relay stopped waiting";
+      o.error_len = std::strlen(o.error);
     } else if (m.payload.len == 6 && std::memcmp(m.payload.data, "reject", 6) == 0) {
       o.delivery = OUTBOX_DELIVERY_REJECTED;
-      std::snprintf(o.error, sizeof(o.error), "rejected %.*s", static_cast<int>(m.id.len),
-                    m.id.data);
+      const std::string& text =
+          s->errors.emplace_back("rejected " + std::string(m.id.data, m.id.len));
+      o.error = text.data();
+      o.error_len = text.size();
     } else {
       o.delivery = OUTBOX_DELIVERY_ACKED;
     }
@@ -120,6 +125,8 @@ const OutboxSinkCallbacks kTable = {
     OUTBOX_SINK_MAGIC,
     OUTBOX_SINK_ABI_VERSION,
     sizeof(OutboxSinkCallbacks),
+    sizeof(OutboxSinkMessage),
+    sizeof(OutboxSinkOutcome),
     "crashtest",
     kOptions,
     sizeof(kOptions) / sizeof(kOptions[0]),

@@ -36,8 +36,10 @@ TEST(HttpOptions, UrlTemplateRefusals) {
   EXPECT_EQ(error_of({{"url", "http://${aggregatetype}.example/"}}),
             "url: placeholders are allowed in the path and query only, not the host");
   EXPECT_EQ(error_of({{"url", "http://x/${nope}"}}),
-            "url: unknown placeholder ${nope} (known: ${aggregatetype}, ${type}, ${aggregateid})");
-  EXPECT_EQ(error_of({{"url", "http://x/${type"}}), "url: unterminated \"${\" in the template");
+            "url: unknown placeholder ${nope} in \"http://x/${nope}\" (known: ${aggregatetype}, "
+            "${aggregateid}, ${type})");
+  EXPECT_EQ(error_of({{"url", "http://x/${type"}}),
+            "url: unterminated \"${\" at position 9 in \"http://x/${type\"");
   EXPECT_EQ(error_of({{"url", "http:///path"}}), "url: has no host");
   EXPECT_EQ(error_of({{"url", "http://a b/"}}).substr(0, 22), "url: not a valid URL (");
   EXPECT_EQ(error_of({{"url", "HTTPS://x/"}}), "(accepted)");

@@ -47,7 +47,6 @@ TEST(NatsSinkPipeline, TwoStartedBatchesGetTheirOwnOutcomesInOrder) {
   Started a(first), b(second);
   sink->start(a.messages, a.outcomes, 10s);
   sink->start(b.messages, b.outcomes, 10s);
-  EXPECT_THROW(sink->send(a.messages, a.outcomes, 1s), std::logic_error);
   sink->finish();
   EXPECT_EQ(summary(a.outcomes), std::string(30, 'A')) << first_error(a.outcomes);
   sink->finish();

@@ -127,17 +127,6 @@ TEST(NullSinkOrder, UnavailableHoldsItsKeyAcrossStartedBatches) {
   sink->finish();
 }
 
-// send() is a batch of its own: started batches do not defer its messages.
-TEST(NullSinkOrder, SendIsItsOwnBatch) {
-  auto sink = create_null_sink({{"reject_aggregateid", "K"}});
-  const Batch b1{"K"};
-  std::vector<Outcome> o1;
-  sink->start(b1.messages(), o1, 1s);
-  EXPECT_EQ(summary(o1), "R");
-  EXPECT_EQ(summary(send(*sink, Batch{"K", "K"})), "AA");
-  sink->finish();
-}
-
 // reject_times=2: the remembered event is rejected twice, acked the third time; other
 // events of its aggregateid are not remembered, other keys not affected.
 TEST(NullSinkOrder, RejectAggregateidRejectTimes) {

@@ -165,7 +165,7 @@ TEST(NullSink, ThrowEveryThrowsFromSendAndStart) {
   EXPECT_THROW(create_null_sink({{"throw_every", "0"}}), ConfigError);
 }
 
-// delay_ms: each send() takes at least that long, and still acknowledges every message.
+// delay_ms: each batch takes at least that long, and still acknowledges every message.
 TEST(NullSink, DelayMsSlowsEverySend) {
   using namespace std::chrono;
   auto sink = create_null_sink({{"delay_ms", "20"}});

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <deque>
 #include <string>
 #include <thread>
 
@@ -24,7 +25,8 @@ struct Behaviour {
   bool unterminated_error = false;  // fills the error buffer without a NUL
   int destroyed = 0;
   int waits_seen = -1;
-  std::string password;  // what create() was given, echoed everywhere by a careless sink
+  std::string password;            // what create() was given, echoed everywhere by a careless sink
+  std::deque<std::string> errors;  // the outcomes' texts, kept until the next batch
 };
 Behaviour behaviour;
 const OutboxSinkHost* the_host = nullptr;
@@ -59,12 +61,14 @@ int test_start(void*, const OutboxSinkMessage* messages, OutboxSinkOutcome* outc
     }
     return behaviour.start_status;
   }
+  behaviour.errors.clear();
   for (size_t i = 0; i < count; ++i) {
     if (behaviour.leave_outcome && i + 1 == count) break;
     outcomes[i].delivery = behaviour.delivery;
-    std::snprintf(outcomes[i].error, sizeof(outcomes[i].error), "%.*s%s",
-                  static_cast<int>(messages[i].id.len), messages[i].id.data,
-                  behaviour.password.c_str());
+    const std::string& text = behaviour.errors.emplace_back(
+        std::string(messages[i].id.data, messages[i].id.len) + behaviour.password);
+    outcomes[i].error = text.data();
+    outcomes[i].error_len = text.size();
   }
   return OUTBOX_SINK_OK;
 }
@@ -80,6 +84,8 @@ OutboxSinkCallbacks good_table() {
   t.magic = OUTBOX_SINK_MAGIC;
   t.abi_version = OUTBOX_SINK_ABI_VERSION;
   t.size = sizeof(OutboxSinkCallbacks);
+  t.message_size = sizeof(OutboxSinkMessage);
+  t.outcome_size = sizeof(OutboxSinkOutcome);
   t.name = "test";
   t.options = kSpecs;
   t.option_count = 2;
@@ -110,9 +116,24 @@ TEST_F(PluginHostTest, RefusesBrokenTables) {
   t.magic = 0x12345678;
   EXPECT_NE(refusal(t).find("wrong magic"), std::string::npos);
   t = good_table();
-  t.abi_version = 2;
-  EXPECT_NE(refusal(t).find("built for sink interface version 2, this outbox has version 1"),
+  t.abi_version = 1;
+  EXPECT_NE(refusal(t).find("built for sink interface version 1, this outbox has version 2"),
             std::string::npos);
+  t = good_table();
+  t.message_size = sizeof(OutboxSinkMessage) - 8;
+  EXPECT_NE(refusal(t).find("gives message_size = " + std::to_string(t.message_size) +
+                            ": set it to sizeof(OutboxSinkMessage)"),
+            std::string::npos);
+  t = good_table();
+  t.outcome_size = 0;
+  EXPECT_NE(refusal(t).find("gives outcome_size = 0: set it to sizeof(OutboxSinkOutcome)"),
+            std::string::npos);
+  t = good_table();
+  t.outcome_size = sizeof(OutboxSinkOutcome) + 4;  // not a stride of 8-aligned structs
+  EXPECT_NE(refusal(t).find("gives outcome_size"), std::string::npos);
+  t = good_table();
+  t.message_size = 1u << 20;
+  EXPECT_NE(refusal(t).find("gives message_size"), std::string::npos);
   t = good_table();
   t.size = 16;
   EXPECT_NE(refusal(t).find("too small"), std::string::npos);
@@ -139,7 +160,7 @@ TEST_F(PluginHostTest, RefusesBrokenTables) {
   EXPECT_NE(refusal(t).find("outbox_sink_test.so"), std::string::npos);
 }
 
-// A plugin built against version 1's header, before optional callbacks were added at the end:
+// A plugin built against a header from before the optional callbacks were added at the end:
 // its size covers only the required ones, and whatever lies past it is never read.
 TEST_F(PluginHostTest, OlderTableWithoutOptionalCallbacks) {
   struct Padded {
@@ -160,6 +181,86 @@ TEST_F(PluginHostTest, OlderTableWithoutOptionalCallbacks) {
   sink->start({m}, out, 1s);
   sink->finish();
   EXPECT_EQ(out[0].delivery, Delivery::kAcked);
+}
+
+// A plugin built against a newer header, whose message and outcome have grown: the relay lays
+// them out with the plugin's strides, the fields it does not know zeroed, and reads each
+// outcome where the plugin wrote it. (A plugin built against an older, shorter layout goes
+// through the same copy, of the shorter of the two sizes.)
+struct GrownMessage {
+  OutboxSinkMessage known;
+  int64_t added_later[3];
+};
+struct GrownOutcome {
+  OutboxSinkOutcome known;
+  int64_t added_later[2];
+};
+int grown_start(void*, const OutboxSinkMessage* messages, OutboxSinkOutcome* outcomes, size_t count,
+                int64_t, char*, size_t) {
+  const auto* in = reinterpret_cast<const GrownMessage*>(messages);
+  auto* out = reinterpret_cast<GrownOutcome*>(outcomes);
+  behaviour.errors.clear();
+  for (size_t i = 0; i < count; ++i) {
+    const GrownMessage& m = in[i];
+    const bool zeroed = m.added_later[0] == 0 && m.added_later[1] == 0 && m.added_later[2] == 0 &&
+                        out[i].added_later[0] == 0 && out[i].added_later[1] == 0;
+    const std::string& text = behaviour.errors.emplace_back(
+        std::string(m.known.id.data, m.known.id.len) + "/" +
+        std::string(m.known.payload.data, m.known.payload.len) + "/" +
+        std::to_string(m.known.created_at_unix_us) + (zeroed ? "" : "/not zeroed"));
+    out[i].known.delivery = i % 2 == 0 ? OUTBOX_DELIVERY_REJECTED : OUTBOX_DELIVERY_ACKED;
+    out[i].known.error = i % 2 == 0 ? text.data() : nullptr;
+    out[i].known.error_len = i % 2 == 0 ? text.size() : 0;
+    out[i].added_later[0] = -1;  // what the relay does not know, it does not read
+  }
+  return OUTBOX_SINK_OK;
+}
+
+TEST_F(PluginHostTest, StridesOfAGrownLayout) {
+  OutboxSinkCallbacks t = good_table();
+  t.message_size = sizeof(GrownMessage);
+  t.outcome_size = sizeof(GrownOutcome);
+  t.start = &grown_start;
+  PluginHost host(&t, "test");
+  auto sink = host.create({});
+  std::vector<Message> messages(5);
+  std::vector<std::string> texts;  // what the messages' views point at
+  texts.reserve(2 * messages.size());
+  for (size_t i = 0; i < messages.size(); ++i) {
+    messages[i].id = texts.emplace_back("e" + std::to_string(i));
+    messages[i].payload = texts.emplace_back("{\"n\":" + std::to_string(i) + "}");
+    messages[i].created_at_unix_us = 1000 + static_cast<int64_t>(i);
+  }
+  std::vector<Outcome> out(messages.size());
+  sink->send(messages, out, 1s);
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (i % 2 == 0) {
+      EXPECT_EQ(out[i].delivery, Delivery::kRejected) << i;
+      EXPECT_EQ(out[i].error, "e" + std::to_string(i) + "/{\"n\":" + std::to_string(i) + "}/" +
+                                  std::to_string(1000 + i));
+    } else {
+      EXPECT_EQ(out[i].delivery, Delivery::kAcked) << i;
+    }
+  }
+  EXPECT_TRUE(sink->take_log().empty());
+}
+
+// An outcome's error is cut at 4 KiB, at its first NUL, and cleaned of control characters.
+TEST_F(PluginHostTest, OutcomeErrorTexts) {
+  OutboxSinkCallbacks t = good_table();
+  PluginHost host(&t, "test");
+  auto sink = host.create({});
+  const std::string long_id(10000, 'y');
+  const std::string odd_id("a\nb\0c", 5);
+  Message m;
+  m.id = long_id;
+  std::vector<Outcome> out(1);
+  behaviour.delivery = OUTBOX_DELIVERY_REJECTED;
+  sink->send({m}, out, 1s);
+  EXPECT_EQ(out[0].error, std::string(4096, 'y'));
+  m.id = odd_id;
+  sink->send({m}, out, 1s);
+  EXPECT_EQ(out[0].error, "a b");
 }
 
 TEST_F(PluginHostTest, OptionsAndLifetime) {
