@@ -1,4 +1,4 @@
-// Library entry point: the module magic and _PG_init.
+// Library entry point: the module magic, _PG_init, and outbox.version().
 #include "pg/boundary.hpp"
 #include "pg/launcher.hpp"
 #include "pg/relay_shmem.hpp"
@@ -21,4 +21,10 @@ void _PG_init(void) {
   outbox::pg::relay_shmem_request(outbox::pg::settings.workers);
   outbox::pg::relay_register_commit_prepared_hook();
   if (outbox::pg::settings.workers > 0) outbox::pg::register_launcher();
+}
+
+// outbox.version(): the library's own version (EXTVERSION when it was built).
+OUTBOX_FUNCTION(outbox_version) {
+  (void)fcinfo;  // no arguments
+  return outbox::pg::guard([] { return CStringGetTextDatum(OUTBOX_VERSION); });
 }

@@ -104,6 +104,8 @@ make -s -C examples/sink PG_CONFIG="$PG_CONFIG" clean install >/dev/null || exit
 # by the tests, into the PostgreSQL they run.
 make -s -C test/unit outbox_sink_crashtest.so &&
   install -m 755 test/unit/outbox_sink_crashtest.so "$("$PG_CONFIG" --pkglibdir)/" || exit 1
+# The module that throws inside guard() (test/t/043_guard_exceptions.pl): installed only here.
+make -s -C test/modules/guard PG_CONFIG="$PG_CONFIG" clean install >/dev/null || exit 1
 
 # The source of the upgrades from 15 (TAP 040 and 021), on another major: PostgreSQL 15 as
 # released (Debian 12's source package, built with assertions as for --cassert), with this

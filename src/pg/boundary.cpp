@@ -21,6 +21,22 @@ ErrorData* run_guarded(void (*fn)(void*), void* arg) noexcept {
   return error;
 }
 
+}  // namespace outbox::pg::detail
+
+namespace outbox::pg {
+
+void log_error(ErrorData* error) noexcept {
+  error->elevel = LOG;
+  error->output_to_client = false;
+  ErrorData* failed =
+      detail::run_guarded([](void* e) { ThrowErrorData(static_cast<ErrorData*>(e)); }, error);
+  detail::delete_error(failed);
+}
+
+}  // namespace outbox::pg
+
+namespace outbox::pg::detail {
+
 void delete_error(ErrorData* error) noexcept {
   if (error != nullptr) MemoryContextDelete(GetMemoryChunkContext(error));
 }

@@ -10,6 +10,10 @@
 //    flushed, and it continues as a PgError exception; invoke() re-raises it unchanged
 //    (same SQLSTATE, message, detail, context). The transaction is then aborted by
 //    PostgreSQL as usual: a PgError is never swallowed.
+//  - A C++ exception the lambda throws is caught inside the guarded frame (no C++ unwinding
+//    crosses PostgreSQL's setjmp) and thrown again once guard() has left it: an error like
+//    any other, never std::terminate. (A callback PostgreSQL calls, such as a DestReceiver,
+//    must not throw: its exception would have to unwind PostgreSQL's C frames.)
 //  - A PgError owns its copy of the error, in a memory context of its own: it stays valid
 //    for as long as the exception, whatever the caller frees (a transaction abort frees
 //    the context that was current at guard()).
@@ -20,6 +24,7 @@
 
 #include <exception>
 #include <memory>
+#include <new>
 #include <type_traits>
 #include <utility>
 
@@ -50,8 +55,9 @@ class PgError : public std::exception {
 namespace detail {
 // Runs fn(arg) under PG_TRY. Returns nullptr on success, or the copied error (in a new
 // memory context under TopMemoryContext, for PgError to own) with the error state flushed.
-// fn must not throw: a C++ exception here would leave PostgreSQL's error stack pointing at
-// a dead frame, so noexcept turns that bug into std::terminate.
+// fn must not throw (guard()'s trampolines catch everything): a C++ exception here would
+// leave PostgreSQL's error stack pointing at a dead frame, so noexcept turns that bug into
+// std::terminate.
 ErrorData* run_guarded(void (*fn)(void*), void* arg) noexcept;
 
 // What invoke() raises. The copies it makes in a catch block never raise an ERROR (no
@@ -71,29 +77,57 @@ ErrorData* copy_error(const ErrorData* error) noexcept;
 char* copy_text(const char* text) noexcept;
 // Raises what invoke() caught as a PostgreSQL ERROR.
 [[noreturn]] void raise(const Caught& what);
+
+// Runs fn() and keeps what it throws, with the memory context it was called in restored.
+template <typename Fn>
+void run_keeping_exception(Fn&& fn, std::exception_ptr& thrown) noexcept {
+  MemoryContext context = CurrentMemoryContext;
+  try {
+    fn();
+  } catch (...) {
+    MemoryContextSwitchTo(context);
+    thrown = std::current_exception();
+  }
+}
 }  // namespace detail
+
+// Logs a copied error at LOG, to the server log only, where nothing above would catch an
+// ERROR (the catch blocks of a worker's entry point); an error while logging is dropped.
+void log_error(ErrorData* error) noexcept;
 
 template <typename Fn>
 auto guard(Fn&& fn) -> decltype(fn()) {
   using Result = decltype(fn());
   using Callable = std::remove_reference_t<Fn>;
   if constexpr (std::is_void_v<Result>) {
-    ErrorData* error = detail::run_guarded([](void* f) { (*static_cast<Callable*>(f))(); }, &fn);
+    struct Call {
+      Callable* fn;
+      std::exception_ptr thrown;
+    } call{&fn, nullptr};
+    ErrorData* error = detail::run_guarded(
+        [](void* c) {
+          auto* self = static_cast<Call*>(c);
+          detail::run_keeping_exception([self] { (*self->fn)(); }, self->thrown);
+        },
+        &call);
     if (error != nullptr) throw PgError(error);
+    if (call.thrown) std::rethrow_exception(call.thrown);
   } else {
     static_assert(std::is_trivially_destructible_v<Result>,
                   "guard() returns PostgreSQL values, not C++ objects");
     struct Call {
       Callable* fn;
       Result result;
-    } call{&fn, Result{}};
+      std::exception_ptr thrown;
+    } call{&fn, Result{}, nullptr};
     ErrorData* error = detail::run_guarded(
         [](void* c) {
           auto* self = static_cast<Call*>(c);
-          self->result = (*self->fn)();
+          detail::run_keeping_exception([self] { self->result = (*self->fn)(); }, self->thrown);
         },
         &call);
     if (error != nullptr) throw PgError(error);
+    if (call.thrown) std::rethrow_exception(call.thrown);
     return call.result;
   }
 }

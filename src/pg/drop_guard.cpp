@@ -87,18 +87,20 @@ void check_drop(EventTriggerData* trigger) {
                            static_cast<long>(undelivered.dead))));
     return;
   }
-  ereport(
-      ERROR,
-      (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-       errmsg("outbox: %s would discard %ld events that were not published (%ld of them "
-              "dead-lettered)",
-              command, static_cast<long>(undelivered.events), static_cast<long>(undelivered.dead)),
-       errdetail("Dropping the extension deletes outbox.events; the relay has not delivered "
-                 "these events to the sink."),
-       errhint("Let the relay deliver them (SELECT unpublished, dead_lettered FROM "
-               "outbox.status), or discard them on purpose: BEGIN; SET LOCAL "
-               "outbox.drop_discards_events = on; %s ...; COMMIT;",
-               command)));
+  ereport(ERROR,
+          (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+           errmsg_plural("outbox: %s would discard %ld event that was not published (%ld of them "
+                         "dead-lettered)",
+                         "outbox: %s would discard %ld events that were not published (%ld of them "
+                         "dead-lettered)",
+                         undelivered.events, command, static_cast<long>(undelivered.events),
+                         static_cast<long>(undelivered.dead)),
+           errdetail("Dropping the extension deletes outbox.events; the relay has not delivered "
+                     "these events to the sink."),
+           errhint("Let the relay deliver them (SELECT unpublished, dead_lettered FROM "
+                   "outbox.status), or discard them on purpose: BEGIN; SET LOCAL "
+                   "outbox.drop_discards_events = on; %s ...; COMMIT;",
+                   command)));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "pg/launcher.hpp"
 
+#include "core/pacing.hpp"
 #include "pg/boundary.hpp"
 #include "pg/relay_shmem.hpp"
 #include "pg/settings.hpp"
@@ -38,17 +39,24 @@ PGDLLEXPORT void outbox_launcher_main(Datum arg);
 namespace outbox::pg {
 namespace {
 
-constexpr int64 kFirstDelayUs = 1000 * 1000;
-constexpr int64 kMaxDelayUs = 60 * 1000 * 1000;
+constexpr int kFirstDelayMs = 1000;
+constexpr int kMaxDelayMs = 60 * 1000;
+constexpr int64 kFirstDelayUs = kFirstDelayMs * int64{1000};
+constexpr int64 kMaxDelayUs = kMaxDelayMs * int64{1000};
 // A relay that ran at least this long before it stopped is started again after
 // kFirstDelayUs; one that stopped sooner waits twice as long as the last time.
 constexpr int64 kHealthyRunUs = 60 * 1000 * 1000;
+
+// The back-off of the attempt-th failure in a row (core/pacing.hpp), in microseconds.
+int64 backoff_us(int attempt) {
+  return pacing::backoff_ms(kFirstDelayMs, kMaxDelayMs, attempt) * int64{1000};
+}
 
 struct Relay {
   BackgroundWorkerHandle* handle = nullptr;
   TimestampTz started_at = 0;
   TimestampTz start_at = 0;  // not before
-  int64 delay_us = kFirstDelayUs;
+  int failures = 0;          // stops soon after a start, and failed starts, in a row
 };
 
 class Launcher {
@@ -90,10 +98,8 @@ class Launcher {
       if (status == BGWH_STARTED || status == BGWH_NOT_YET_STARTED) return kMaxDelayUs;
       guard([&] { pfree(relay.handle); });
       relay.handle = nullptr;
-      relay.delay_us = now - relay.started_at >= kHealthyRunUs
-                           ? kFirstDelayUs
-                           : std::min(kMaxDelayUs, relay.delay_us * 2);
-      relay.start_at = now + relay.delay_us;
+      relay.failures = now - relay.started_at >= kHealthyRunUs ? 1 : relay.failures + 1;
+      relay.start_at = now + backoff_us(relay.failures);
       explain(i, "the relay stopped; the launcher starts it again at backoff_until",
               relay.start_at);
     }
@@ -107,13 +113,12 @@ class Launcher {
       return database_look_at_ - now;
     }
     if (!start(i, database)) {
-      relay.delay_us = std::min(kMaxDelayUs, relay.delay_us * 2);
-      relay.start_at = now + relay.delay_us;
+      relay.start_at = now + backoff_us(++relay.failures);
       explain(i,
               "no background worker slot is free: raise max_worker_processes (the relay needs "
               "outbox.workers of them, plus one for the launcher)",
               relay.start_at);
-      return relay.delay_us;
+      return relay.start_at - now;
     }
     relay.started_at = now;
     return kMaxDelayUs;
@@ -126,16 +131,16 @@ class Launcher {
     const char* name = settings.database;
     const Oid oid = guard([name] { return lookup_database(name); });
     if (OidIsValid(oid)) {
-      if (database_delay_us_ != 0) {
+      if (database_misses_ != 0) {
         guard([name] {
           ereport(LOG, (errmsg("outbox launcher: database \"%s\" exists now; starting the relay",
                                name)));
         });
       }
-      database_delay_us_ = 0;
+      database_misses_ = 0;
       return oid;
     }
-    if (database_delay_us_ == 0) {
+    if (database_misses_ == 0) {
       guard([name] {
         ereport(WARNING,
                 (errmsg("outbox launcher: database \"%s\" (outbox.database) does not exist; no "
@@ -146,9 +151,7 @@ class Launcher {
                          "for it again every minute at most, and logs when it finds it.")));
       });
     }
-    database_delay_us_ =
-        database_delay_us_ == 0 ? kFirstDelayUs : std::min(kMaxDelayUs, database_delay_us_ * 2);
-    database_look_at_ = now + database_delay_us_;
+    database_look_at_ = now + backoff_us(++database_misses_);
     snprintf(database_missing_, sizeof(database_missing_),
              "database \"%s\" (outbox.database) does not exist", name);
     return InvalidOid;
@@ -201,7 +204,7 @@ class Launcher {
   }
 
   Relay* relays_ = nullptr;
-  int64 database_delay_us_ = 0;  // 0: the database was found the last time
+  int database_misses_ = 0;  // lookups in a row that did not find it; 0: found the last time
   TimestampTz database_look_at_ = 0;
   char database_missing_[NAMEDATALEN + 64] = {};
 };
@@ -244,9 +247,7 @@ void outbox_launcher_main(Datum) {
     outbox::pg::Launcher launcher;
     launcher.run();
   } catch (const outbox::pg::PgError& e) {
-    ErrorData* data = e.data();
-    data->elevel = LOG;
-    outbox::pg::guard([&] { ThrowErrorData(data); });
+    outbox::pg::log_error(e.data());
   } catch (const std::exception& e) {
     elog(LOG, "outbox launcher: stopping after an unexpected error: %s", e.what());
   }

@@ -174,8 +174,8 @@ void define_settings() {
         "The relay reads outbox.events and outbox.sink_config there. Needs a restart.",
         &settings.database, "postgres", PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
     DefineCustomIntVariable("outbox.workers", "Number of relay background workers.",
-                            "With outbox.ordering = key, events of one key keep their order "
-                            "with any number. 0 disables the relay. Needs a restart.",
+                            "Events of one key keep their order with any number. 0 disables "
+                            "the relay. Needs a restart.",
                             &settings.workers, settings.workers, 0, 32, PGC_POSTMASTER, 0, nullptr,
                             nullptr, nullptr);
     DefineCustomEnumVariable(

@@ -124,12 +124,7 @@ Relay::Pause Relay::step() {
             static_cast<int>(std::min<int64>(settings.poll_interval_ms, wait_ms))};
   } catch (const PgError& e) {
     abort_transaction();
-    guard([&] {
-      ErrorData* data = e.data();
-      data->elevel = LOG;
-      data->output_to_client = false;
-      ThrowErrorData(data);
-    });
+    log_error(e.data());
     return {Pause::kBackingOff, back_off(e.what())};
   } catch (const std::exception& e) {
     abort_transaction();
@@ -239,10 +234,8 @@ void outbox_relay_main(Datum arg) {
     outbox::pg::relay::Relay relay(index);
     relay.run();
   } catch (const outbox::pg::PgError& e) {
-    ErrorData* data = e.data();
     snprintf(why, sizeof(why), "stopped after an error: %s", e.what());
-    data->elevel = LOG;
-    outbox::pg::guard([&] { ThrowErrorData(data); });
+    outbox::pg::log_error(e.data());
     exit_code = 1;
   } catch (const std::exception& e) {
     snprintf(why, sizeof(why), "stopped after an unexpected error: %s", e.what());
