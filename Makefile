@@ -11,9 +11,9 @@ SRCS = $(wildcard src/*.cpp src/core/*.cpp src/pg/*.cpp src/relay/*.cpp) \
 	$(PROCESS_SINK_SRCS)
 PROCESS_SINK_SRCS = src/sinks/process_sink.cpp src/sinks/sink_process.cpp \
 	src/sinks/channel.cpp src/sinks/wire.cpp
-# The C sink interface, for third-party sinks: installed into
+# The C sink interface and its signal helper, for third-party sinks: installed into
 # $(includedir_server)/extension/outbox/.
-HEADERS = src/include/outbox_sink.h
+HEADERS = src/include/outbox_sink.h src/include/outbox_sink_signals.h
 OBJS = $(SRCS:.cpp=.o)
 # The install and update scripts sit beside outbox.control (as in contrib): sql/ holds
 # only the pg_regress tests.
@@ -51,7 +51,7 @@ include $(PGXS)
 override CPPFLAGS := -I$(srcdir)/src $(patsubst -I$(includedir_server),-isystem $(includedir_server),$(patsubst -I$(includedir_internal),-isystem $(includedir_internal),$(CPPFLAGS)))
 
 # PGXS tracks no header dependencies here: every object depends on every header of src/, so
-# that a changed header (sink.hpp's kAbiVersion, say) rebuilds what includes it.
+# that a changed header (outbox_sink.h, say) rebuilds what includes it.
 $(OBJS): $(wildcard src/*.hpp src/*/*.hpp)
 
 # Objects compiled against another PostgreSQL (another PG_CONFIG, such as the assert-enabled
@@ -86,7 +86,7 @@ unit-tests:
 	$(MAKE) -C test/unit run
 
 # Every C++ file we write (SINK_SRCS and TOOL_SRCS come from src/sinks/sinks.mk, below).
-FORMATTED = $(sort $(SRCS) $(SINK_SRCS) $(TOOL_SRCS) $(wildcard src/*/*.hpp src/*.hpp src/include/*.h test/unit/*.cpp test/unit/*.hpp))
+FORMATTED = $(sort $(SRCS) $(SINK_SRCS) $(TOOL_SRCS) $(wildcard src/*/*.hpp src/*.hpp src/include/*.h test/unit/*.cpp test/unit/*.hpp test/modules/*/*.cpp))
 
 format-check:
 	clang-format --dry-run --Werror $(FORMATTED)

@@ -3,7 +3,8 @@
 -- outbox 0.5.0 -> 0.6.0: the delivery log (the relay no longer updates an event it
 -- delivers; rows 0.5.0 marked keep their published_at, so nothing is sent again);
 -- outbox.status shows the held keys; requeue() and requeue_dead() call outbox._next_seq
--- with a typed argument (no overload planted in the schema can catch the call).
+-- with a typed argument (no overload planted in the schema can catch the call);
+-- outbox.version() says which library the server loaded.
 
 
 -- Refuse a schema that anyone but a superuser controls. A role that owns it, may create in
@@ -287,6 +288,20 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION outbox.requeue_dead() IS 'Requeues every dead-lettered event.';
+
+-- The version of the library the server loaded (outbox.so), beside the installed SQL's
+-- (pg_extension.extversion): after a package upgrade they differ until ALTER EXTENSION outbox
+-- UPDATE has run and, for the preloaded library, the server has restarted.
+CREATE FUNCTION outbox.version()
+RETURNS pg_catalog.text
+AS 'MODULE_PATHNAME', 'outbox_version'
+LANGUAGE C STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION outbox.version() IS
+  'The version of the loaded outbox library; pg_extension.extversion is the installed SQL''s.';
+
+REVOKE ALL ON FUNCTION outbox.version() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION outbox.version() TO pg_monitor;
 
 -- What an operator watches. The lag is what is still unpublished and how old it is, not
 -- max(id) - last_id (which reads zero while events are being lost). It reads index ranges

@@ -692,6 +692,17 @@ CREATE EVENT TRIGGER outbox_drop_guard ON ddl_command_start
     WHEN TAG IN ('DROP EXTENSION', 'DROP SCHEMA')
     EXECUTE FUNCTION outbox._drop_guard();
 
+-- The version of the library the server loaded (outbox.so), beside the installed SQL's
+-- (pg_extension.extversion): after a package upgrade they differ until ALTER EXTENSION outbox
+-- UPDATE has run and, for the preloaded library, the server has restarted.
+CREATE FUNCTION outbox.version()
+RETURNS pg_catalog.text
+AS 'MODULE_PATHNAME', 'outbox_version'
+LANGUAGE C STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION outbox.version() IS
+  'The version of the loaded outbox library; pg_extension.extversion is the installed SQL''s.';
+
 -- Least privilege: nothing is callable by PUBLIC, and nobody but the owner creates in the
 -- schema. See docs/security.md for the GRANTs of each role.
 REVOKE ALL ON SCHEMA outbox FROM PUBLIC;
@@ -715,12 +726,14 @@ REVOKE ALL ON FUNCTION outbox._drop_guard() FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox.shard_of(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox._claim_shards(int4[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox._release_shards(int4[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox.version() FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA outbox FROM PUBLIC;
 REVOKE ALL ON SEQUENCE outbox.events_seq FROM PUBLIC;
 -- Monitoring roles see the relay's state and lag, not events nor the sink configuration.
 GRANT USAGE ON SCHEMA outbox TO pg_monitor;
 GRANT SELECT ON outbox.status TO pg_monitor;
 GRANT EXECUTE ON FUNCTION outbox._workers() TO pg_monitor;
+GRANT EXECUTE ON FUNCTION outbox.version() TO pg_monitor;
 
 -- The first partitions, so that enqueue works at once; released from the extension so that
 -- rotation can drop them and pg_dump dumps them with their events. A restore from pg_dump

@@ -1,6 +1,8 @@
 -- The extension installs with its schema, tables, functions and first partitions.
 CREATE EXTENSION outbox;
 SELECT extversion FROM pg_extension WHERE extname = 'outbox';
+-- The loaded library's version: the same as the SQL's.
+SELECT outbox.version() = extversion AS same_version FROM pg_extension WHERE extname = 'outbox';
 
 \d outbox.events
 
