@@ -12,6 +12,7 @@
 # http and nats run `npm ci` in a copy of test/consumers (the npm registry, or its cache).
 # PG_CONFIG=/path/to/pg_config picks another PostgreSQL installation (scripts/pg-env.sh):
 # the extension is built for it and installed into it, and its server runs the demo.
+# OUTBOX_DEMO_PORT=N: the demo server's port on 127.0.0.1 (default 55432).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -21,7 +22,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --sink) sink=${2:-}; shift 2 || { echo "--sink needs a value" >&2; exit 2; } ;;
     --sink=*) sink=${1#--sink=}; shift ;;
-    -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "usage: $0 [--sink kafka|http|nats]" >&2; exit 2 ;;
   esac
 done
@@ -29,6 +30,12 @@ case $sink in
   kafka | http | nats) ;;
   *) echo "outbox demo: unknown sink \"$sink\" (kafka, http or nats)" >&2; exit 2 ;;
 esac
+
+port=${OUTBOX_DEMO_PORT:-55432}
+if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+  echo "outbox demo: port $port on 127.0.0.1 is in use; pick another: OUTBOX_DEMO_PORT=N bash $0" >&2
+  exit 1
+fi
 
 bash scripts/install-deps.sh
 # After install-deps: on a fresh machine there is no pg_config before it.
@@ -43,7 +50,6 @@ trap 'cluster_stop "$work"; demo_stop; remove_workdir "$work"' EXIT
 "sink_start_$sink"
 echo "outbox demo: $sink sink, delivering to the $sink_where"
 
-port=${OUTBOX_DEMO_PORT:-55432}
 start_cluster "$work" "$port" "shared_preload_libraries = 'outbox'" "outbox.database = 'postgres'" \
   ${sink_conf[@]+"${sink_conf[@]}"} 3>&-
 echo "outbox demo: PostgreSQL $("$PG_CONFIG" --version | awk '{print $2}') on 127.0.0.1:$port ($work)"

@@ -11,7 +11,7 @@ const crypto = require('node:crypto');
 const { Client } = require('pg');
 
 const CREATE_ORDERS = `
-CREATE TABLE IF NOT EXISTS orders (
+CREATE TABLE IF NOT EXISTS example_orders (
     id       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     customer text NOT NULL,
     total    numeric(12, 2) NOT NULL
@@ -43,7 +43,7 @@ async function enqueue(client, aggregateId, type, payload, eventId = null) {
 
 async function insertOrder(client, customer, total) {
   const { rows } = await client.query(
-    'INSERT INTO orders (customer, total) VALUES ($1, $2) RETURNING id',
+    'INSERT INTO example_orders (customer, total) VALUES ($1, $2) RETURNING id',
     [customer, total],
   );
   return rows[0].id; // bigint comes back as a string: exact
@@ -90,7 +90,7 @@ async function main() {
     } catch (err) {
       if (!(err instanceof OutOfStock)) throw err;
     }
-    const { rows } = await client.query('SELECT count(*) AS n FROM orders WHERE id = $1', [
+    const { rows } = await client.query('SELECT count(*) AS n FROM example_orders WHERE id = $1', [
       rolledBack,
     ]);
     console.log(`rolled back order=${rolledBack} orders_left=${rows[0].n}`);

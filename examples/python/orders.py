@@ -2,8 +2,10 @@
 """The transactional outbox from Python with psycopg 3: an order row and its event commit
 together, or neither does.
 
-    python3 orders.py                            # connects with the PG* environment variables
-    python3 orders.py "host=/tmp dbname=shop"    # or with a libpq connection string
+    /usr/bin/python3 orders.py                          # with the PG* environment variables
+    /usr/bin/python3 orders.py "host=/tmp dbname=shop"  # or with a libpq connection string
+
+Debian's python3 with python3-psycopg; another python3 (a pyenv, a virtualenv) needs psycopg 3.
 
 It prints one line per transaction; test/t/024_examples.pl reads them.
 """
@@ -15,7 +17,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 CREATE_ORDERS = """
-CREATE TABLE IF NOT EXISTS orders (
+CREATE TABLE IF NOT EXISTS example_orders (
     id       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     customer text NOT NULL,
     total    numeric(12, 2) NOT NULL
@@ -37,7 +39,7 @@ def create_order(conn, customer, total):
     """Inserts an order and enqueues its OrderCreated event: one transaction."""
     with conn.transaction():
         order_id = conn.execute(
-            "INSERT INTO orders (customer, total) VALUES (%s, %s) RETURNING id", (customer, total)
+            "INSERT INTO example_orders (customer, total) VALUES (%s, %s) RETURNING id", (customer, total)
         ).fetchone()[0]
         # JSON has no decimal type: the amount travels as a string, exactly.
         payload = {"order_id": order_id, "customer": customer, "total": str(total)}
@@ -75,7 +77,7 @@ def main():
         try:
             with conn.transaction():
                 rolled_back = conn.execute(
-                    "INSERT INTO orders (customer, total) VALUES (%s, %s) RETURNING id",
+                    "INSERT INTO example_orders (customer, total) VALUES (%s, %s) RETURNING id",
                     ("erin", Decimal("7.00")),
                 ).fetchone()[0]
                 enqueue(conn, rolled_back, "OrderCreated", {"order_id": rolled_back})
@@ -83,7 +85,7 @@ def main():
         except OutOfStock:
             pass
         left = conn.execute(
-            "SELECT count(*) FROM orders WHERE id = %s", (rolled_back,)
+            "SELECT count(*) FROM example_orders WHERE id = %s", (rolled_back,)
         ).fetchone()[0]
         print(f"rolled back order={rolled_back} orders_left={left}")
 

@@ -18,6 +18,9 @@ my $uuid = qr/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/;
 my $node = relay_node('examples');
 $node->safe_psql('postgres', 'CREATE EXTENSION outbox');
 $node->safe_psql('postgres', q{SELECT outbox.configure_sink('null')});
+# The Quick start's table, as a user who followed it has it: the examples keep to their own.
+$node->safe_psql('postgres',
+	q{CREATE TABLE orders (id bigint PRIMARY KEY, customer text NOT NULL, total numeric NOT NULL)});
 # The examples connect with the libpq environment variables.
 $ENV{PGHOST} = $node->host;
 $ENV{PGPORT} = $node->port;
@@ -43,11 +46,12 @@ sub check_example {
 	my ($name, $cmd, $dir) = @_;
 	my ($ok, $out, $err) = run_in($cmd, $dir);
 	ok($ok, "$name: runs") or return diag("stdout:\n$out\nstderr:\n$err");
-	my (%events, @committed, @rolled_back);
+	my (%events, @committed, @rolled_back, @rolled_back_events);
 	for my $line (split /\n/, $out) {
 		push @committed, $1 if $line =~ /^committed order=(\d+) /;
 		push @rolled_back, $1 if $line =~ /^rolled back order=(\d+)/;
 		$events{$_} = 1 for ($line =~ /^(?:committed|retried) / ? $line =~ /($uuid)/g : ());
+		push @rolled_back_events, $1 if $line =~ /^rolled back .*event=($uuid)/;
 		is($2, $1, "$name: enqueue again with the same id returns that id")
 		  if $line =~ /^retried event=($uuid) returned=(\S+)$/;
 	}
@@ -58,12 +62,16 @@ sub check_example {
 	is_deeply(
 		ids($node, "SELECT id FROM outbox.events WHERE aggregatetype = 'order' AND aggregateid IN ($committed)"),
 		[ sort keys %events ], "$name: the ids it printed are exactly the events of its orders");
-	is_deeply(ids($node, "SELECT id FROM orders WHERE id::text IN ($committed)"),
+	is_deeply(ids($node, "SELECT id FROM example_orders WHERE id::text IN ($committed)"),
 		[ sort @committed ], "$name: its committed orders are there");
 	is_deeply(
-		ids($node, "SELECT id::text FROM orders WHERE id::text IN ($gone)
+		ids($node, "SELECT id::text FROM example_orders WHERE id::text IN ($gone)
 		            UNION ALL SELECT id::text FROM outbox.events WHERE aggregateid IN ($gone)"),
 		[], "$name: the order that rolled back left no row and no event");
+	is(scalar(@rolled_back_events), 1, "$name: it names the rolled-back event")
+	  if $name eq 'sql';
+	is_deeply(ids($node, "SELECT id FROM outbox.events WHERE id = '$_'"), [],
+		"$name: the rolled-back event $_ is not there") for @rolled_back_events;
 	wait_published($node, 'id IN (' . join(', ', map { "'$_'" } keys %events) . ')',
 		"$name: the relay publishes its events");
 }
