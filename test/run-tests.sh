@@ -196,17 +196,30 @@ run_isolation() {
   return $rc
 }
 
+# On a failure the failed tests' own logs come last, so that the tail of the run (all a CI
+# summary may show) names them: each server log's last lines, then the test's log (the
+# failed assertions), then prove's summary of the failures.
 run_tap() {
-  (cd "$work" && as_postgres make -s prove_installcheck PG_CONFIG="$PG_CONFIG" PROVE_FLAGS=--timer)
-  local rc=$?
-  if [ $rc -ne 0 ]; then
-    keep_output tmp_check "$work/tmp_check"
-    for f in "$work"/tmp_check/log/*.log; do
+  (cd "$work" && as_postgres make -s prove_installcheck PG_CONFIG="$PG_CONFIG" PROVE_FLAGS=--timer) 2>&1 |
+    tee "$work/prove.out"
+  local rc=${PIPESTATUS[0]}
+  [ $rc -eq 0 ] && return 0
+  keep_output tmp_check "$work/tmp_check" "$work/prove.out"
+  local failed name f t
+  failed=$(sed -n 's/^\(test\/t\/[^ ]*\.pl\) *(Wstat.*/\1/p' "$work/prove.out")
+  for t in $failed; do
+    name=$(basename "$t" .pl)
+    for f in "$work"/tmp_check/log/"${name}"_*.log; do
       [ -f "$f" ] || continue
-      echo "--- $f (last 60 lines)"
-      tail -n 60 "$f"
+      echo "--- $f (last 40 lines)"
+      tail -n 40 "$f"
     done
-  fi
+    f=$work/tmp_check/log/regress_log_$name
+    echo "--- $f: its failed checks"
+    grep -n -B2 -A6 -E '^not ok|Failed test|died|Dubious|timed out' "$f" | tail -n 60
+  done
+  echo "--- tap: prove's summary"
+  sed -n '/^Test Summary Report/,$p' "$work/prove.out"
   return $rc
 }
 
