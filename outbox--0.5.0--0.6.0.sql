@@ -81,6 +81,10 @@ CREATE TABLE outbox.deliveries (
     delivered_at pg_catalog.timestamptz     NOT NULL,
     seqs         pg_catalog.int8multirange NOT NULL
 );
+-- With several workers a batch's seqs interleave with the other workers' (hundreds of ranges,
+-- kilobytes): stored out of line uncompressed, as compressing them cost a worker more CPU
+-- than the rest of its batch's bookkeeping (bench/relay/README.md, "Parallel workers").
+ALTER TABLE outbox.deliveries ALTER COLUMN seqs SET STORAGE EXTERNAL;
 CREATE INDEX deliveries_seqs ON outbox.deliveries USING gist (seqs);
 SELECT pg_catalog.pg_extension_config_dump('outbox.deliveries'::pg_catalog.regclass, '');
 REVOKE ALL ON outbox.deliveries FROM PUBLIC;

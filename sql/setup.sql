@@ -19,6 +19,9 @@ SELECT regexp_replace(pg_get_indexdef(i.indexrelid), 'events_[0-9]+_[0-9]+', 'ev
   FROM pg_index i
  WHERE i.indrelid = (SELECT format('outbox.%I', name)::regclass FROM outbox.partitions ORDER BY lower_bound LIMIT 1)
  ORDER BY 1;
+-- The delivery log's seqs are kept out of line and uncompressed: e (external).
+SELECT attstorage FROM pg_attribute
+ WHERE attrelid = 'outbox.deliveries'::regclass AND attname = 'seqs';
 
 -- Partitions belong to the schema, not to the extension, so that rotation can drop them.
 SELECT count(*) AS partitions_in_extension

@@ -39,4 +39,14 @@ std::int64_t uuid7_unix_ms(const Uuid& id) {
   return static_cast<std::int64_t>(ms);
 }
 
+void uuid_text(const std::uint8_t (&bytes)[16], char (&out)[kUuidTextLen]) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  int at = 0;
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out[at++] = '-';
+    out[at++] = kHex[bytes[i] >> 4];
+    out[at++] = kHex[bytes[i] & 0x0F];
+  }
+}
+
 }  // namespace outbox

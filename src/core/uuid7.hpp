@@ -26,4 +26,9 @@ class Uuid7Generator {
 // Milliseconds encoded in a version 7 UUID.
 std::int64_t uuid7_unix_ms(const Uuid& id);
 
+// The canonical text of any UUID (what PostgreSQL's uuid::text gives): 36 lowercase
+// characters, 8-4-4-4-12, not NUL-terminated.
+constexpr int kUuidTextLen = 36;
+void uuid_text(const std::uint8_t (&bytes)[16], char (&out)[kUuidTextLen]);
+
 }  // namespace outbox

@@ -20,9 +20,11 @@ extern "C" {
 namespace outbox::pg::relay {
 namespace {
 
-// What every fetch returns, in the order receive_row() (rows.cpp) reads it.
-#define OUTBOX_FETCH_COLUMNS                                                              \
-  "SELECT tableoid, ctid, id::text, aggregatetype::text, aggregateid::text, type::text, " \
+// What every fetch returns, in the order receive_row() (rows.cpp) reads it. The id comes as
+// a uuid: the receiver writes the text of the rows it keeps only (a scan passes over other
+// shards' rows in numbers).
+#define OUTBOX_FETCH_COLUMNS                                                        \
+  "SELECT tableoid, ctid, id, aggregatetype::text, aggregateid::text, type::text, " \
   "       payload, headers, attempts, created_at, seq, xmin "
 #define OUTBOX_FETCH_FROM OUTBOX_FETCH_COLUMNS "  FROM outbox.events "
 

@@ -5,9 +5,14 @@
 
 #include "relay/relay.hpp"
 
+#include "core/uuid7.hpp"
 #include "pg/jsonb_object.hpp"
 #include "pg/jsonb_text.hpp"
 #include "pg/shard_of.hpp"
+
+extern "C" {
+#include "utils/uuid.h"
+}
 
 namespace outbox::pg::relay {
 namespace {
@@ -17,6 +22,13 @@ Text copy_bytes(const char* bytes, int len) {
   char* data = static_cast<char*>(palloc(len + 1));
   memcpy(data, bytes, len);
   return {data, len};
+}
+
+// The text of a uuid, in the current memory context.
+Text uuid_copy(Datum value) {
+  char* data = static_cast<char*>(palloc(kUuidTextLen + 1));
+  uuid_text(DatumGetUUIDP(value)->data, *reinterpret_cast<char(*)[kUuidTextLen]>(data));
+  return {data, kUuidTextLen};
 }
 
 // A copy of a text value in the current memory context; not NUL-terminated. A compressed
@@ -81,7 +93,7 @@ bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
   Row& row = out.rows[out.count++];
   row.rel = DatumGetObjectId(values[0]);
   row.tid = *reinterpret_cast<ItemPointer>(DatumGetPointer(values[1]));
-  row.id = copy_text(values[2]);
+  row.id = uuid_copy(values[2]);
   row.aggregatetype = copy_text(values[3]);
   row.aggregateid = copy_text(values[4]);
   row.type = copy_text(values[5]);

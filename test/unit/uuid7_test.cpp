@@ -56,3 +56,11 @@ TEST(Uuid7, NoCollisionsAcrossGenerators) {
 }
 
 }  // namespace
+
+TEST(UuidText, CanonicalLowercase) {
+  const std::uint8_t bytes[16] = {0x01, 0x8f, 0x3a, 0xbc, 0xde, 0xf0, 0x7a, 0x12,
+                                  0x80, 0x00, 0xff, 0xee, 0x0d, 0xc9, 0x55, 0xa0};
+  char out[outbox::kUuidTextLen];
+  outbox::uuid_text(bytes, out);
+  EXPECT_EQ(std::string(out, sizeof out), "018f3abc-def0-7a12-8000-ffee0dc955a0");
+}
