@@ -2,29 +2,28 @@
 EXTENSION = outbox
 EXTVERSION = 0.6.0
 MODULE_big = outbox
-# Files of src/sinks that are outbox.so's too: the option rules (option_rules.cpp and
-# option_files.cpp), which configure_sink applies before a sink sees its options
-# (src/pg/sink_loader.cpp), and the sinks again; the host of the C sink interface; and the
-# relay's side of a sink in its own process (process_sink).
+# What of src/sinks is outbox.so's too: the option rules (src/sinks/common/option_rules.cpp
+# and option_files.cpp), which configure_sink applies before a sink sees its options
+# (src/pg/sink_loader.cpp), and the sink host (src/sinks/host/: the C interface's loader, and
+# the relay's side of a sink in its own process), without the host program's main().
 SRCS = $(wildcard src/*.cpp src/core/*.cpp src/pg/*.cpp src/relay/*.cpp) \
-	src/sinks/option_rules.cpp src/sinks/option_files.cpp src/sinks/plugin_host.cpp \
-	$(PROCESS_SINK_SRCS)
-PROCESS_SINK_SRCS = src/sinks/process_sink.cpp src/sinks/sink_process.cpp \
-	src/sinks/channel.cpp src/sinks/wire.cpp
+	src/sinks/common/option_rules.cpp src/sinks/common/option_files.cpp \
+	$(filter-out src/sinks/host/sink_host_main.cpp,$(wildcard src/sinks/host/*.cpp))
 # The C sink interface and its signal helper, for third-party sinks: installed into
 # $(includedir_server)/extension/outbox/.
 HEADERS = src/include/outbox_sink.h src/include/outbox_sink_signals.h
 OBJS = $(SRCS:.cpp=.o)
-# The install and update scripts sit beside outbox.control (as in contrib): sql/ holds
+# The install and update scripts sit beside outbox.control (as in contrib): test/sql/ holds
 # only the pg_regress tests.
 DATA = $(wildcard outbox--*.sql)
 PGFILEDESC = "outbox - transactional outbox for PostgreSQL"
 # Set before PGXS, which reads it when included. .pg_build: see below.
 EXTRA_CLEAN = .pg_build test/isolation/output
 
-# pg_regress: sql/<test>.sql against expected/<test>.out. test/run-tests.sh's "schedule"
+# pg_regress: test/sql/<test>.sql against test/expected/<test>.out. test/run-tests.sh's "schedule"
 # suite fails when a test is not listed here.
 REGRESS = setup enqueue enqueue_errors batch rotate relay_config privileges install_security
+REGRESS_OPTS = --inputdir=test
 ISOLATION = $(basename $(notdir $(wildcard test/isolation/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=test/isolation/output
 # The isolation tests' settings. They reach the tests' sessions through PGOPTIONS (below), so
@@ -86,7 +85,7 @@ unit-tests:
 	$(MAKE) -C test/unit run
 
 # Every C++ file we write (SINK_SRCS and TOOL_SRCS come from src/sinks/sinks.mk, below).
-FORMATTED = $(sort $(SRCS) $(SINK_SRCS) $(TOOL_SRCS) $(wildcard src/*/*.hpp src/*.hpp src/include/*.h test/unit/*.cpp test/unit/*.hpp test/modules/*/*.cpp))
+FORMATTED = $(sort $(SRCS) $(SINK_SRCS) $(TOOL_SRCS) $(wildcard src/*/*.hpp src/*/*/*.hpp src/*.hpp src/include/*.h test/unit/*.cpp test/unit/*.hpp test/modules/*/*.cpp))
 
 format-check:
 	clang-format --dry-run --Werror $(FORMATTED)

@@ -223,21 +223,21 @@ run_tap() {
   return $rc
 }
 
-# Every pg_regress test in sql/ must be listed in the Makefile's REGRESS, or it would
-# silently never run. sql/ holds only tests: the install and update scripts sit beside
+# Every pg_regress test in test/sql/ must be listed in the Makefile's REGRESS, or it would
+# silently never run. test/sql/ holds only tests: the install and update scripts sit beside
 # outbox.control, where the Makefile's DATA takes them from.
 check_schedule() {
   local missing=0 t
-  for f in sql/*.sql; do
+  for f in test/sql/*.sql; do
     t=$(basename "$f" .sql)
     case "$t" in outbox--*)
-      echo "sql/$t.sql: install and update scripts belong beside outbox.control (it would not be installed)"
+      echo "test/sql/$t.sql: install and update scripts belong beside outbox.control (it would not be installed)"
       missing=1
       continue
       ;;
     esac
     if ! grep -qw "$t" <<<"$regress_tests"; then
-      echo "sql/$t.sql is not in REGRESS in the Makefile"
+      echo "test/sql/$t.sql is not in REGRESS in the Makefile"
       missing=1
     fi
   done

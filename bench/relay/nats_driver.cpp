@@ -2,8 +2,9 @@
 // -js at URL (stream OUTBOX on outbox.event.> must exist), send() per batch, or with
 // `pipelined` two batches started at a time as the relay does. Prints events/s and the
 // process' CPU time (cnats' threads included). For profiling the sink (perf record -g).
-//   g++ -std=c++17 -O2 -g -Isrc bench/relay/nats_driver.cpp src/sinks/{nats_sink,nats_events,
-//     nats_options,nats_subject,cloudevents,option_rules,option_files,routing}.cpp -lnats -pthread
+//   g++ -std=c++17 -O2 -g -Isrc bench/relay/nats_driver.cpp $(ls src/sinks/nats/*.cpp |
+//     grep -v _plugin) src/sinks/common/{event_template,cloudevents,option_rules,option_files}.cpp
+//     -lnats -pthread
 //   ./a.out nats://127.0.0.1:4222 100000 1000 [pipelined]
 #include <sys/resource.h>
 
@@ -14,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "sinks/nats_sink.hpp"
+#include "sinks/nats/nats_sink.hpp"
 
 using namespace outbox::sinks;
 

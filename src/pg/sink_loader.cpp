@@ -7,10 +7,10 @@
 #include "pg/boundary.hpp"
 #include "pg/jsonb_object.hpp"
 #include "pg/settings.hpp"
-#include "sinks/option_rules.hpp"
-#include "sinks/plugin_host.hpp"
-#include "sinks/process_sink.hpp"
-#include "sinks/signals_blocked.hpp"
+#include "sinks/common/option_rules.hpp"
+#include "sinks/host/plugin_host.hpp"
+#include "sinks/host/process_sink.hpp"
+#include "sinks/common/signals_blocked.hpp"
 
 namespace outbox::pg {
 namespace {

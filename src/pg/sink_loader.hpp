@@ -1,15 +1,15 @@
 // Finds a sink by name in $libdir (outbox_sink_<name>.so), applies the option rules
-// (src/sinks/option_rules.hpp) with outbox.sink_files_directory, creates the sink with signals
-// blocked, and converts options from jsonb. With outbox.sink_isolation = process the sink is
-// created in a child process (sinks/process_sink.hpp); the library is still loaded here, for
-// its declared options.
+// (src/sinks/common/option_rules.hpp) with outbox.sink_files_directory, creates the sink with
+// signals blocked, and converts options from jsonb. With outbox.sink_isolation = process the sink
+// is created in a child process (sinks/host/process_sink.hpp); the library is still loaded here,
+// for its declared options.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "pg/postgres.hpp"
-#include "sinks/sink.hpp"
+#include "sinks/common/sink.hpp"
 
 namespace outbox::pg {
 

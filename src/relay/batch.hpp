@@ -9,7 +9,7 @@
 #include "core/seq_set.hpp"
 #include "core/shards.hpp"
 #include "pg/postgres.hpp"
-#include "sinks/sink.hpp"
+#include "sinks/common/sink.hpp"
 
 namespace outbox::pg::relay {
 

@@ -36,7 +36,7 @@
 #include "relay/batch.hpp"
 #include "relay/low_water.hpp"
 #include "relay/session.hpp"
-#include "sinks/sink.hpp"
+#include "sinks/common/sink.hpp"
 
 extern "C" {
 PGDLLEXPORT void outbox_relay_main(Datum arg);

@@ -9,7 +9,7 @@
 #include "pg/postgres.hpp"
 #include "pg/relay_shmem.hpp"
 #include "relay/batch.hpp"
-#include "sinks/sink.hpp"
+#include "sinks/common/sink.hpp"
 
 namespace outbox::pg::relay {
 

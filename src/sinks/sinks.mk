@@ -10,20 +10,21 @@
 #   make test-tools    test/tools/outbox_kafka_mock, for the TAP tests, scripts/demo.sh and
 #                      bench/relay (not shipped, so not part of `make`)
 
-# Sources, for the format targets (headers are covered by src/*/*.hpp there).
-SINK_SRCS = src/sinks/option_rules.cpp src/sinks/option_files.cpp src/sinks/event_template.cpp \
-	src/sinks/routing.cpp src/sinks/cloudevents.cpp \
-	src/sinks/plugin_export.cpp src/sinks/null_sink.cpp \
-	src/sinks/null_plugin.cpp src/sinks/kafka_options.cpp src/sinks/kafka_sink.cpp \
-	src/sinks/kafka_classify.cpp src/sinks/kafka_partitioner.cpp src/sinks/kafka_reports.cpp \
-	src/sinks/kafka_batches.cpp src/sinks/kafka_plugin.cpp src/sinks/http_options.cpp \
-	src/sinks/http_sink.cpp src/sinks/http_request.cpp src/sinks/http_stragglers.cpp \
-	src/sinks/webhook_signature.cpp src/sinks/http_plugin.cpp src/sinks/nats_subject.cpp src/sinks/nats_options.cpp \
-	src/sinks/nats_sink.cpp src/sinks/nats_events.cpp src/sinks/nats_finish.cpp \
-	src/sinks/nats_lookup.cpp src/sinks/nats_plugin.cpp src/sinks/sink_host_main.cpp
+# Each library is its folder plus what it takes from src/sinks/common/.
+SINK_RULES = src/sinks/common/option_rules.cpp src/sinks/common/option_files.cpp
+SINK_EXPORT = $(SINK_RULES) src/sinks/common/plugin_export.cpp
+SINK_EVENTS = src/sinks/common/event_template.cpp src/sinks/common/cloudevents.cpp
+NULL_SRCS = $(wildcard src/sinks/null/*.cpp) $(SINK_EXPORT)
+KAFKA_SRCS = $(wildcard src/sinks/kafka/*.cpp) $(SINK_EXPORT) $(SINK_EVENTS)
+HTTP_SRCS = $(wildcard src/sinks/http/*.cpp) $(SINK_EXPORT) $(SINK_EVENTS)
+NATS_SRCS = $(wildcard src/sinks/nats/*.cpp) $(SINK_EXPORT) $(SINK_EVENTS)
+HOST_SRCS = src/sinks/host/sink_host_main.cpp src/sinks/host/channel.cpp src/sinks/host/wire.cpp \
+	src/sinks/host/plugin_host.cpp $(SINK_RULES)
+# Every source, for the format targets (headers are covered by src/*/*/*.hpp there).
+SINK_SRCS = $(wildcard src/sinks/*/*.cpp)
 TOOL_SRCS = test/tools/kafka_mock.cpp
 
-SINK_HDRS = $(wildcard src/sinks/*.hpp) src/include/outbox_sink.h
+SINK_HDRS = $(wildcard src/sinks/*/*.hpp) src/include/outbox_sink.h
 SINK_LIBS = outbox_sink_null$(DLSUFFIX) outbox_sink_kafka$(DLSUFFIX) outbox_sink_http$(DLSUFFIX) \
 	outbox_sink_nats$(DLSUFFIX)
 KAFKA_MOCK = test/tools/outbox_kafka_mock
@@ -40,35 +41,21 @@ all: sinks
 sinks: $(SINK_LIBS) $(SINK_HOST)
 test-tools: $(KAFKA_MOCK)
 
-outbox_sink_null$(DLSUFFIX): src/sinks/null_sink.cpp src/sinks/null_plugin.cpp \
-		src/sinks/option_rules.cpp src/sinks/option_files.cpp src/sinks/plugin_export.cpp $(SINK_HDRS)
+outbox_sink_null$(DLSUFFIX): $(NULL_SRCS) $(SINK_HDRS)
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^)
 
-outbox_sink_kafka$(DLSUFFIX): src/sinks/kafka_sink.cpp src/sinks/kafka_classify.cpp \
-		src/sinks/kafka_partitioner.cpp src/sinks/kafka_reports.cpp src/sinks/kafka_batches.cpp \
-		src/sinks/kafka_plugin.cpp src/sinks/kafka_options.cpp src/sinks/option_rules.cpp \
-		src/sinks/option_files.cpp \
-		src/sinks/event_template.cpp src/sinks/routing.cpp src/sinks/cloudevents.cpp \
-		src/sinks/plugin_export.cpp $(SINK_HDRS)
+outbox_sink_kafka$(DLSUFFIX): $(KAFKA_SRCS) $(SINK_HDRS)
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^) -lrdkafka
 
-outbox_sink_http$(DLSUFFIX): src/sinks/http_sink.cpp src/sinks/http_request.cpp \
-		src/sinks/http_stragglers.cpp src/sinks/http_options.cpp src/sinks/webhook_signature.cpp src/sinks/http_plugin.cpp \
-		src/sinks/option_rules.cpp src/sinks/option_files.cpp src/sinks/cloudevents.cpp \
-		src/sinks/event_template.cpp src/sinks/plugin_export.cpp $(SINK_HDRS)
+outbox_sink_http$(DLSUFFIX): $(HTTP_SRCS) $(SINK_HDRS)
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^) -lcurl -lcrypto
 
 # NATS JetStream, through cnats (Debian libnats-dev at build time, libnats3.x at run time).
-outbox_sink_nats$(DLSUFFIX): src/sinks/nats_sink.cpp src/sinks/nats_events.cpp \
-		src/sinks/nats_finish.cpp src/sinks/nats_lookup.cpp src/sinks/nats_subject.cpp \
-		src/sinks/nats_options.cpp src/sinks/nats_plugin.cpp src/sinks/cloudevents.cpp \
-		src/sinks/event_template.cpp \
-		src/sinks/option_rules.cpp src/sinks/option_files.cpp src/sinks/plugin_export.cpp $(SINK_HDRS)
+outbox_sink_nats$(DLSUFFIX): $(NATS_SRCS) $(SINK_HDRS)
 	$(CXX) $(SINK_CXXFLAGS) $(SINK_SO_FLAGS) -o $@ $(filter %.cpp,$^) -lnats -pthread
 
 # The sink host: a plain program (no PostgreSQL), the relay's child when it isolates its sink.
-$(SINK_HOST): src/sinks/sink_host_main.cpp src/sinks/channel.cpp src/sinks/wire.cpp \
-		src/sinks/plugin_host.cpp src/sinks/option_rules.cpp src/sinks/option_files.cpp $(SINK_HDRS)
+$(SINK_HOST): $(HOST_SRCS) $(SINK_HDRS)
 	$(CXX) $(SINK_CXXFLAGS) -o $@ $(filter %.cpp,$^) -ldl -pthread
 
 $(KAFKA_MOCK): $(TOOL_SRCS)

@@ -1,4 +1,4 @@
-#include "sinks/cloudevents.hpp"
+#include "sinks/common/cloudevents.hpp"
 
 #include <gtest/gtest.h>
 

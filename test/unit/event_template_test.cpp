@@ -1,12 +1,16 @@
-// The one ${...} template of every sink (src/sinks/event_template.hpp): parsing, the rules
+// The one ${...} template of every sink (src/sinks/common/event_template.hpp): parsing, the rules
 // each sink gives it, and rendering. The sinks' own tests hold their templates' extra checks.
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "sinks/event_template.hpp"
+#include "message_support.hpp"
+#include "sinks/common/event_template.hpp"
+#include "sinks/common/quoted.hpp"
 
 namespace {
+
+using outbox::sinks::test::event_message;
 
 using outbox::sinks::ConfigError;
 using outbox::sinks::EventTemplate;
@@ -29,25 +33,17 @@ std::string error_of(std::string_view text, const EventTemplate::Rules& rules) {
 }
 
 // The views point at the literals.
-Message event(std::string_view aggregatetype, std::string_view aggregateid, std::string_view type) {
-  Message m;
-  m.aggregatetype = aggregatetype;
-  m.aggregateid = aggregateid;
-  m.type = type;
-  return m;
-}
-
 TEST(EventTemplate, RendersEachPlaceholderWithTheEncoder) {
   const EventTemplate all("a/${aggregatetype}/${aggregateid}/${type}${type}", kAll);
-  EXPECT_EQ(all.render(event("order", "42", "T")), "a/order/42/TT");
+  EXPECT_EQ(all.render(event_message("order", "42", "T")), "a/order/42/TT");
   EXPECT_FALSE(all.is_fixed());
   EXPECT_EQ(all.literal_size(), 4u);
   EXPECT_EQ(all.shape("x"), "a/x/x/xx");
   const EventTemplate typed("x-${type}", kTypeOnly);
-  EXPECT_EQ(typed.render(event("order", "42", "T")), "x-[T]");
+  EXPECT_EQ(typed.render(event_message("order", "42", "T")), "x-[T]");
   const EventTemplate fixed("plain", kAll);
   EXPECT_TRUE(fixed.is_fixed());
-  EXPECT_EQ(fixed.render(event("a", "b", "c")), "plain");
+  EXPECT_EQ(fixed.render(event_message("a", "b", "c")), "plain");
 }
 
 TEST(EventTemplate, RefusalsNameTheOptionThePositionAndWhatIsKnown) {
@@ -63,7 +59,8 @@ TEST(EventTemplate, RefusalsNameTheOptionThePositionAndWhatIsKnown) {
             0u);
   EventTemplate::Rules debezium = kAll;
   debezium.routed_by_value = true;
-  EXPECT_EQ(EventTemplate("${routedByValue}", debezium).render(event("order", "1", "T")), "order");
+  EXPECT_EQ(EventTemplate("${routedByValue}", debezium).render(event_message("order", "1", "T")),
+            "order");
 }
 
 TEST(EventTemplate, QuotedEscapesAndCuts) {

@@ -2,9 +2,9 @@
 // userinfo), the secret, the ranges, and describe().
 #include <gtest/gtest.h>
 
-#include "sinks/http_options.hpp"
-#include "sinks/http_sink.hpp"
-#include "sinks/option_rules.hpp"
+#include "sinks/http/http_options.hpp"
+#include "sinks/http/http_sink.hpp"
+#include "sinks/common/option_rules.hpp"
 
 namespace {
 

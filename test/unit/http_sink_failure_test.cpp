@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "http_test_support.hpp"
-#include "sinks/http_sink.hpp"
+#include "sinks/http/http_sink.hpp"
 
 namespace {
 

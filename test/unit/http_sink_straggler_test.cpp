@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "http_test_support.hpp"
-#include "sinks/http_sink.hpp"
+#include "sinks/http/http_sink.hpp"
 
 namespace {
 

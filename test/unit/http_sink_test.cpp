@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "http_test_support.hpp"
-#include "sinks/http_sink.hpp"
-#include "sinks/webhook_signature.hpp"
+#include "sinks/http/http_sink.hpp"
+#include "sinks/http/webhook_signature.hpp"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "http_test_server.hpp"
-#include "sinks/sink.hpp"
+#include "sinks/common/sink.hpp"
 
 namespace outbox::test {
 

@@ -1,7 +1,7 @@
 // The Kafka sink's allowlist (kafka_options.hpp): what a role given configure_sink may set,
 // one test per class of refused property, and that secrets stay out of everything the sink
 // hands out, librdkafka's debug output included.
-#include "sinks/kafka_options.hpp"
+#include "sinks/kafka/kafka_options.hpp"
 
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "sinks/kafka_sink.hpp"
-#include "sinks/option_rules.hpp"
+#include "sinks/kafka/kafka_sink.hpp"
+#include "sinks/common/option_rules.hpp"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kafka_test_support.hpp"
-#include "sinks/kafka_sink.hpp"
+#include "sinks/kafka/kafka_sink.hpp"
 
 namespace {
 

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "sinks/kafka_sink.hpp"
+#include "sinks/kafka/kafka_sink.hpp"
 
 namespace outbox::sinks::test {
 

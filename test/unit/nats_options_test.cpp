@@ -5,9 +5,10 @@
 #include <string>
 
 #include "nats_test_support.hpp"
-#include "sinks/nats_options.hpp"
-#include "sinks/nats_subject.hpp"
-#include "sinks/option_rules.hpp"
+#include "message_support.hpp"
+#include "sinks/nats/nats_options.hpp"
+#include "sinks/nats/nats_subject.hpp"
+#include "sinks/common/option_rules.hpp"
 
 namespace {
 
@@ -24,19 +25,10 @@ std::string template_error(const std::string& text) {
   return "none";
 }
 
-Message message(std::string_view aggregatetype, std::string_view aggregateid,
-                std::string_view type) {
-  Message m;
-  m.aggregatetype = aggregatetype;
-  m.aggregateid = aggregateid;
-  m.type = type;
-  return m;
-}
-
 TEST(NatsSubject, RendersEveryPlaceholder) {
   SubjectTemplate t("app.${aggregatetype}.${type}.${aggregateid}");
-  EXPECT_EQ(t.render(message("order", "42", "Created")), "app.order.Created.42");
-  EXPECT_EQ(SubjectTemplate().render(message("order", "1", "T")), "outbox.event.order");
+  EXPECT_EQ(t.render(event_message("order", "42", "Created")), "app.order.Created.42");
+  EXPECT_EQ(SubjectTemplate().render(event_message("order", "1", "T")), "outbox.event.order");
 }
 
 TEST(NatsSubject, RefusesBadTemplates) {
@@ -56,14 +48,14 @@ TEST(NatsSubject, RefusesBadTemplates) {
 TEST(NatsSubject, RenderedSubjectsAreCheckedNotMangled) {
   SubjectTemplate t("outbox.${aggregatetype}");
   std::string subject, error;
-  EXPECT_TRUE(nats::route_subject(t, message("order", "1", "T"), subject, error));
+  EXPECT_TRUE(nats::route_subject(t, event_message("order", "1", "T"), subject, error));
   EXPECT_EQ(subject, "outbox.order");
   for (const char* bad :
        {"has space", "tab\there", "star*", "gt>", "", "trailing.", "a..b", "line\nbreak"}) {
-    EXPECT_FALSE(nats::route_subject(t, message(bad, "1", "T"), subject, error)) << bad;
+    EXPECT_FALSE(nats::route_subject(t, event_message(bad, "1", "T"), subject, error)) << bad;
     EXPECT_NE(error.find("subject"), std::string::npos) << error;
   }
-  EXPECT_TRUE(nats::route_subject(t, message("Zürich", "1", "T"), subject, error)) << error;
+  EXPECT_TRUE(nats::route_subject(t, event_message("Zürich", "1", "T"), subject, error)) << error;
 }
 
 TEST(NatsSubject, HeadersThatWouldBreakTheFraming) {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "nats_test_support.hpp"
-#include "sinks/nats_lookup.hpp"
-#include "sinks/nats_sink.hpp"
+#include "sinks/nats/nats_lookup.hpp"
+#include "sinks/nats/nats_sink.hpp"
 
 namespace {
 

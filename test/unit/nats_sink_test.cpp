@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "nats_test_support.hpp"
-#include "sinks/nats_sink.hpp"
+#include "sinks/nats/nats_sink.hpp"
 
 namespace {
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "kafka_test_support.hpp"  // Events, summary(), send(), first_error()
-#include "sinks/nats_sink.hpp"
+#include "sinks/nats/nats_sink.hpp"
 
 namespace outbox::sinks::test {
 

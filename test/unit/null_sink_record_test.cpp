@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "null_test_support.hpp"
-#include "sinks/null_sink.hpp"
+#include "sinks/null/null_sink.hpp"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // The null sink: acknowledgements, fail_every, unavailable_every, throw_every, delay_ms, and
 // its options.
 // Per-key order: null_sink_order_test.cpp; record_file: null_sink_record_test.cpp.
-#include "sinks/null_sink.hpp"
+#include "sinks/null/null_sink.hpp"
 
 #include <gtest/gtest.h>
 

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "sinks/sink.hpp"
+#include "sinks/common/sink.hpp"
 
 namespace outbox::sinks::test {
 

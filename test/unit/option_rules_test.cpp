@@ -1,8 +1,8 @@
-// The option rules (src/sinks/option_rules.hpp) against a temporary directory of files:
+// The option rules (src/sinks/common/option_rules.hpp) against a temporary directory of files:
 // declared options only, integers and booleans, files inside the directory only (.., absolute
 // paths, symbolic links), secrets from files with safe permissions, and no secret in any
 // message.
-#include "sinks/option_rules.hpp"
+#include "sinks/common/option_rules.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -7,7 +7,7 @@
 #include <string>
 #include <thread>
 
-#include "sinks/plugin_host.hpp"
+#include "sinks/host/plugin_host.hpp"
 
 namespace {
 

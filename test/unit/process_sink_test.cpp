@@ -1,4 +1,4 @@
-// A sink in its own process (sinks/process_sink.hpp), driving outbox_sink_host (built by the
+// A sink in its own process (sinks/host/process_sink.hpp), driving outbox_sink_host (built by the
 // top-level Makefile) and test/unit/outbox_sink_crashtest.so: acknowledgements and pipelining
 // pass through; a crash or a hang of the sink fails the started batches as kUnavailable, makes
 // the sink unusable and leaves no zombie; a new sink afterwards works.
@@ -10,8 +10,8 @@
 #include <cstdio>
 #include <string>
 
-#include "sinks/plugin_host.hpp"
-#include "sinks/process_sink.hpp"
+#include "sinks/host/plugin_host.hpp"
+#include "sinks/host/process_sink.hpp"
 
 #ifndef OUTBOX_SINK_LIB_DIR
 #error "OUTBOX_SINK_LIB_DIR must name the directory of outbox_sink_host"

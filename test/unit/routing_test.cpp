@@ -1,4 +1,4 @@
-#include "sinks/routing.hpp"
+#include "sinks/kafka/routing.hpp"
 
 #include <gtest/gtest.h>
 

@@ -8,11 +8,11 @@
 #include <sstream>
 #include <string>
 
-#include "sinks/http_options.hpp"
-#include "sinks/kafka_options.hpp"
-#include "sinks/nats_options.hpp"
-#include "sinks/null_sink.hpp"
-#include "sinks/option_rules.hpp"
+#include "sinks/http/http_options.hpp"
+#include "sinks/kafka/kafka_options.hpp"
+#include "sinks/nats/nats_options.hpp"
+#include "sinks/null/null_sink.hpp"
+#include "sinks/common/option_rules.hpp"
 
 #ifndef OUTBOX_SOURCE_DIR
 #error "OUTBOX_SOURCE_DIR must name the source tree (for docs/sink-options.md)"

@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "sinks/plugin_host.hpp"
+#include "sinks/host/plugin_host.hpp"
 
 #ifndef OUTBOX_SINK_LIB_DIR
 #error "OUTBOX_SINK_LIB_DIR must name the directory of outbox_sink_*.so"

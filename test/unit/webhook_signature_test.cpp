@@ -2,8 +2,8 @@
 // refusals of a bad secret (which never repeat it).
 #include <gtest/gtest.h>
 
-#include "sinks/sink.hpp"
-#include "sinks/webhook_signature.hpp"
+#include "sinks/common/sink.hpp"
+#include "sinks/http/webhook_signature.hpp"
 
 namespace {
 

@@ -1,10 +1,10 @@
-// The frames between the relay and the sink host (sinks/wire.hpp): every message survives a
+// The frames between the relay and the sink host (sinks/host/wire.hpp): every message survives a
 // round trip, and a truncated or garbled frame is a WireError, never a read past its end.
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "sinks/wire.hpp"
+#include "sinks/host/wire.hpp"
 
 namespace {
 

@@ -1,0 +1,375 @@
+#include "sinks/kafka/kafka_sink.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+#include <string_view>
+#include <utility>
+
+#include "sinks/kafka/kafka_options.hpp"
+
+namespace outbox::sinks {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How often finish() asks the WaitObserver while it waits.
+constexpr auto kObserveEvery = std::chrono::milliseconds(100);
+
+// How long one rd_kafka_poll may wait before `deadline`: at most 100 ms, so that a fatal error
+// is noticed soon.
+int poll_ms(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(left.count(), 0, 100));
+}
+
+}  // namespace
+
+KafkaSink::KafkaSink(const Options& options) {
+  KafkaSettings settings = kafka_settings(options);
+  std::unique_ptr<rd_kafka_conf_t, ConfDeleter> conf = std::move(settings.conf);
+  topic_template_ = std::move(settings.topic_template);
+  timestamp_from_event_ = settings.timestamp_from_event;
+  cloudevents_ = std::move(settings.cloudevents);
+  description_ = std::move(settings.description);
+  max_message_bytes_ = settings.max_message_bytes;
+  secrets_ = std::move(settings.secrets);
+  straggler_timeout_ = settings.straggler_timeout;
+  try {
+    partitioner_ = std::make_unique<KafkaPartitioner>(settings.partitioner);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(std::string("kafka sink: ") + e.what());
+  }
+
+  rd_kafka_conf_set_opaque(conf.get(), this);
+  rd_kafka_conf_set_dr_msg_cb(conf.get(), &KafkaSink::on_delivery);
+  rd_kafka_conf_set_error_cb(conf.get(), &KafkaSink::on_error);
+  rd_kafka_conf_set_log_cb(conf.get(), &KafkaSink::on_log);
+
+  char errstr[512];
+  rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf.get(), errstr, sizeof errstr);
+  if (rk_ == nullptr) {
+    throw ConfigError(redacted(std::string("kafka sink: ") + errstr, secrets_));
+  }
+  conf.release();  // rd_kafka_new took it
+  try {
+    thread_ = std::thread(&KafkaSink::run, this);
+  } catch (...) {
+    rd_kafka_destroy(rk_);
+    throw;
+  }
+}
+
+KafkaSink::~KafkaSink() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+  // Drop what is still queued or in flight: from batches that timed out (their outcomes were
+  // reported as kUnavailable already) and from batches still started (the relay has given up
+  // on them; their outcome vectors may be gone, so the reports must find no batch). The relay
+  // sends them again.
+  std::unique_lock<std::mutex> lock(mu_);
+  jobs_.clear();
+  batches_.clear();
+  lock.unlock();
+  rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+  rd_kafka_poll(rk_, 0);
+  for (const auto& [name, rkt] : topics_) rd_kafka_topic_destroy(rkt);
+  rd_kafka_destroy(rk_);
+}
+
+std::string KafkaSink::describe() const { return description_; }
+
+void KafkaSink::run() noexcept {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    if (!jobs_.empty()) {
+      const Job job = jobs_.front();
+      jobs_.pop_front();
+      try {
+        queue(lock, *job.batch, *job.messages);
+        pass_rejected_keys_on(*job.batch);
+      } catch (...) {
+        // Out of memory: what was not queued fails, and holds back what comes after.
+        if (!lock.owns_lock()) lock.lock();
+        if (!stopping_) {
+          fail_pending(*job.batch, "not sent: the kafka sink ran out of memory");
+          held_back_ = "not sent: an earlier message could not be queued";
+        }
+      }
+      if (stopping_) break;
+      job.batch->queued = true;
+      job.batch->progress_at = Clock::now();
+      changed_.notify_all();
+      continue;
+    }
+    if (!any_pending()) {
+      changed_.wait(lock);
+      continue;
+    }
+    // Serve reports. A whole batch is queued now: flush, so that it goes out at once
+    // instead of after linger.ms. Both return within 1 ms: a new job is not kept waiting.
+    const bool flush = rd_kafka_outq_len(rk_) > 0;
+    lock.unlock();
+    if (flush) {
+      rd_kafka_flush(rk_, 1);
+    } else {
+      rd_kafka_poll(rk_, 1);
+    }
+    lock.lock();
+    changed_.notify_all();
+  }
+}
+
+void KafkaSink::start(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
+                      std::chrono::milliseconds timeout) {
+  outcomes.resize(messages.size());
+  const auto deadline = Clock::now() + timeout;
+
+  std::unique_lock<std::mutex> lock(mu_);
+  // Nothing started: no message that a new one could overtake.
+  if (batches_.empty()) {
+    held_back_.clear();
+    partitioner_->clear_held();
+  }
+
+  Batch& batch = batches_.emplace_back();
+  try {
+    // Keys rejected in unfinished batches that are queued already; those still to be queued
+    // pass theirs on when they are (pass_rejected_keys_on).
+    for (const Batch& earlier : batches_) {
+      if (earlier.queued) batch.earlier_keys.add_all(earlier.rejected_keys);
+    }
+    batch.first_seq = next_seq_;
+    batch.messages = &messages;
+    batch.outcomes = &outcomes;
+    batch.waiting.assign(messages.size(), 1);
+    batch.pending = messages.size();
+    batch.deadline = deadline;
+    batch.timeout = timeout;
+    next_seq_ += messages.size();
+    jobs_.push_back(Job{&batch, &messages});
+  } catch (...) {
+    batches_.pop_back();  // not started: finish() must not wait for it
+    throw;
+  }
+  lock.unlock();
+  changed_.notify_all();
+}
+
+void KafkaSink::queue(std::unique_lock<std::mutex>& lock, Batch& batch,
+                      const std::vector<Message>& messages) {
+  if (check_fatal()) {
+    fail_all_on_fatal(lock);
+    return;
+  }
+  std::string topic;
+  std::string topic_error;
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    if (stopping_) return;
+    // An earlier batch's messages could not be queued, or were purged by a timeout (maybe
+    // while this loop waited for room): queuing this one could overtake them.
+    if (!held_back_.empty()) {
+      fail_pending(batch, held_back_);
+      return;
+    }
+    const Message& m = messages[i];
+    // An earlier message of its key was not delivered: this one must not be delivered ahead of
+    // it (nor may later ones of the key, here or in later batches).
+    const std::string* rejected = batch.rejected_keys.find(m);
+    if (rejected == nullptr) rejected = batch.earlier_keys.find(m);
+    if (rejected != nullptr) {
+      const std::string why = *rejected;
+      settle(batch, i,
+             Outcome{Delivery::kDeferred, "not sent: an earlier event of its key " + why});
+      batch.rejected_keys.add(m, why);
+      continue;
+    }
+    if (!routing::route_topic(topic_template_, m, topic, topic_error)) {
+      reject(batch, i, m, topic_error);
+      continue;
+    }
+    const std::int64_t timestamp_ms =
+        timestamp_from_event_ && m.created_at_unix_us > 0 ? m.created_at_unix_us / 1000 : 0;
+    void* opaque = reinterpret_cast<void*>(static_cast<std::uintptr_t>(batch.first_seq + i));
+
+    rd_kafka_topic_t* rkt = topic_handle(topic);
+    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (rkt == nullptr) {
+      err = rd_kafka_last_error();
+      if (err == RD_KAFKA_RESP_ERR_NO_ERROR) err = RD_KAFKA_RESP_ERR__INVALID_ARG;
+    }
+    while (rkt != nullptr) {  // until queued, or not queueable
+      rd_kafka_headers_t* headers = rd_kafka_headers_new(2 + m.headers.size());
+      for (const auto& [name, value] : routing::message_headers(m)) {
+        rd_kafka_header_add(headers, name.data(), static_cast<ssize_t>(name.size()), value.data(),
+                            static_cast<ssize_t>(value.size()));
+      }
+      if (cloudevents_.enabled) {
+        for (const auto& [name, value] : routing::cloudevents_headers(m, cloudevents_.source)) {
+          rd_kafka_header_add(headers, name.data(), static_cast<ssize_t>(name.size()), value.data(),
+                              static_cast<ssize_t>(value.size()));
+        }
+      }
+      err = rd_kafka_producev(
+          rk_, RD_KAFKA_V_RKT(rkt),
+          RD_KAFKA_V_KEY(routing::message_key(m).data(), routing::message_key(m).size()),
+          RD_KAFKA_V_VALUE(const_cast<char*>(m.payload.data()), m.payload.size()),
+          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(headers),
+          RD_KAFKA_V_TIMESTAMP(timestamp_ms), RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
+      if (err == RD_KAFKA_RESP_ERR_NO_ERROR) break;  // the message owns the headers now
+      rd_kafka_headers_destroy(headers);
+      if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL || poll_ms(batch.deadline) == 0) break;
+      // Make room: serve delivery reports (their callbacks take the lock).
+      const int wait_ms = poll_ms(batch.deadline);
+      lock.unlock();
+      rd_kafka_poll(rk_, wait_ms);
+      lock.lock();
+      if (stopping_) return;
+      if (!held_back_.empty()) break;  // a timeout purged while we waited: see above
+    }
+    if (!held_back_.empty()) {
+      fail_pending(batch, held_back_);
+      return;
+    }
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) continue;
+    if (err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION) {
+      // Its partition has no leader: this message alone fails, the others go on.
+      if (auto refusal = partitioner_->take(batch.first_seq + i)) {
+        refused(batch, i, *refusal, topic.c_str());
+        continue;
+      }
+    }
+
+    const Delivery delivery = classify(err);
+    if (delivery == Delivery::kRejected) {
+      reject(batch, i, m, error_text(err));
+      continue;
+    }
+    // Cannot queue, and may not skip to later messages, of this batch or of batches started
+    // before this one finishes (they could share its key).
+    if (err == RD_KAFKA_RESP_ERR__FATAL) check_fatal();
+    const std::string why = fatal_ ? fatal_error_ : error_text(err);
+    settle(batch, i, Outcome{Delivery::kUnavailable, why});
+    const std::string not_sent =
+        "not sent: an earlier message of the batch could not be queued: " + why;
+    for (std::size_t j = i + 1; j < messages.size(); ++j) {
+      if (batch.waiting[j]) settle(batch, j, Outcome{Delivery::kUnavailable, not_sent});
+    }
+    held_back_ = "not sent: an earlier message could not be queued: " + why;
+    break;
+  }
+}
+
+void KafkaSink::finish() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (batches_.empty()) return;
+  // The batch is finished whatever way finish() returns: no outcome of it is written later.
+  // (Destroyed before `lock`: the batch is dropped with the lock held.)
+  struct Forget {
+    std::deque<Batch>& batches;
+    ~Forget() { batches.pop_front(); }
+  } forget{batches_};
+  Batch& batch = batches_.front();
+
+  // Reports that are in count even past the deadline (the relay may come late). The
+  // thread must be done with the batch's messages before finish() returns, whatever
+  // happens: it stops queuing at the deadline, or at once after a fatal error.
+  bool fatal = false;
+  bool abandoned = false;
+  bool stragglers = false;
+  auto observe_at = Clock::now();  // the observer first hears of the wait before it starts
+  while (!(batch.queued && batch.pending == 0)) {
+    if (!fatal && check_fatal()) {
+      fail_all_on_fatal(lock);
+      fatal = true;
+      continue;
+    }
+    auto now = Clock::now();
+    if (!abandoned && now >= observe_at) {
+      // Without the lock: the observer may take its own locks, and the reports go on.
+      const std::string client_error = last_error_;
+      lock.unlock();
+      const bool keep = keep_waiting(client_error);
+      lock.lock();
+      now = Clock::now();
+      observe_at = now + kObserveEvery;
+      if (!keep) {
+        // The deadline is now, for this loop and for the thread's queuing.
+        abandoned = true;
+        batch.deadline = std::min(batch.deadline, now);
+      }
+      continue;  // the batch may have completed meanwhile
+    }
+    // At most 100 ms at a time, so that a fatal error is noticed soon.
+    auto until = now + std::chrono::milliseconds(100);
+    if (!abandoned) until = std::min(until, observe_at);
+    if (batch.queued) {
+      if (now >= batch.deadline) break;
+      until = std::min(until, batch.deadline);
+      if (!abandoned && batch.acked > 0 && straggler_timeout_.count() > 0) {
+        const auto patience = now - leader_lost_at_ < straggler_timeout_
+                                  ? std::min(straggler_timeout_, kLeaderLostPatience)
+                                  : straggler_timeout_;
+        const auto straggling_at = batch.progress_at + patience;
+        if (now >= straggling_at) {
+          stragglers = true;
+          break;
+        }
+        until = std::min(until, straggling_at);
+      }
+    }
+    changed_.wait_until(lock, until);
+  }
+  if (batch.pending == 0) return;
+  if (stragglers) {
+    // Others of the batch were acknowledged: these wait for their partition (most likely one
+    // without a leader). They stay queued, not purged: ahead of any retry in their partition,
+    // so the order of a key holds; the relay holds their keys and retries them (a duplicate if
+    // the queued one gets through too). Their late reports find no batch.
+    std::string error =
+        "not acknowledged while the rest of the batch was "
+        "(straggler.timeout.ms): still queued for a partition that may have "
+        "no leader";
+    if (!last_error_.empty()) error += " (last client error: " + last_error_ + ")";
+    for (std::size_t i = 0; i < batch.waiting.size(); ++i) {
+      if (!batch.waiting[i]) continue;
+      settle(batch, i, Outcome{Delivery::kUnavailable, error});
+      hold_key(batch, (*batch.messages)[i], "was not acknowledged: " + error);
+    }
+    return;
+  }
+
+  std::string error = abandoned ? std::string("not acknowledged: the relay stopped waiting")
+                                : "timed out waiting for delivery report after " +
+                                      std::to_string(batch.timeout.count()) + " ms";
+  if (!last_error_.empty()) error += " (last client error: " + last_error_ + ")";
+  // Queued, not yet sent messages would be sent later as duplicates of the relay's retry:
+  // drop them. In-flight ones cannot be recalled. The purge must block: with
+  // RD_KAFKA_PURGE_F_NON_BLOCKING it runs later and also drops the messages of batches
+  // started after this call. It drops those of the later batches started already: their
+  // reports (_PURGE_QUEUE) make them kUnavailable, and batches started while they are
+  // unfinished must not overtake them.
+  purge_reason_ = abandoned ? "not sent: purged when the relay stopped waiting for an earlier "
+                              "batch"
+                            : "not sent: purged when an earlier batch timed out after " +
+                                  std::to_string(batch.timeout.count()) + " ms";
+  rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE);
+  fail_pending(batch, error);
+  for (const Batch& started : batches_) {
+    if (started.pending > 0) {
+      held_back_ = "not sent: queued messages of an earlier batch were purged: " + error;
+      break;
+    }
+  }
+}
+
+std::unique_ptr<Sink> create_kafka_sink(const Options& options) {
+  return std::make_unique<KafkaSink>(options);
+}
+
+}  // namespace outbox::sinks

@@ -1,0 +1,218 @@
+// The Kafka sink: an idempotent librdkafka producer (enable.idempotence=true, acks=all).
+//
+// Options: the allowlist and the forced and changed defaults in kafka_options.hpp, the
+// reference in docs/sink-options.md (required: bootstrap.servers; enable.idempotence and
+// acks=all forced; partitioner murmur2_random as the Java client's). Secrets are redacted from
+// every text the sink hands out. max_message_bytes() is the effective message.max.bytes.
+//
+// Each message: topic from the template, key = aggregateid, value = payload, headers id,
+// type, then the event's own headers; timestamp per the `timestamp` option.
+//
+// Pipelining: start() hands a batch to the sink's thread, which queues it in librdkafka, and
+// returns; finish() waits for the oldest started batch until all its outcomes are in or its
+// deadline (start() + timeout) has passed. Any number of batches may be started (the relay keeps at
+// most two); delivery reports find their batch by the sequence number they carry. send() is start()
+// + finish() with no other batch started.
+//
+// Outcomes:
+//   kAcked        the delivery report says the broker has it (acks=all).
+//   kRejected     a permanent per-message error: too large (message.max.bytes here or on
+//                 the broker), invalid record, topic name not valid, topic authorization
+//                 failed, topic does not exist (and the cluster does not create it), policy
+//                 violation, invalid timestamp.
+//   kDeferred     not queued, because an earlier message of its key (aggregatetype,
+//                 aggregateid) was settled kRejected (or kDeferred) before it was handed to
+//                 librdkafka (topic routing, or a produce() error such as too large), in this
+//                 batch or in a batch that was unfinished when this one was started: "not
+//                 sent: an earlier event of its key was rejected: <its error>". Such keys are
+//                 kept per started batch and dropped when it finishes. A rejection that
+//                 arrives in a delivery report (the broker refused a message already on its
+//                 way) cannot hold back the later messages of its key queued behind it: they
+//                 may be acked. librdkafka's idempotent producer keeps order across retries of
+//                 retriable errors only.
+//   kUnavailable  a partition without a leader (kafka_partitioner.hpp): "partition N of topic
+//                 T has no leader", at once, and later messages of its key kDeferred as above,
+//                 while the other messages go on. Messages queued before the producer knew wait;
+//                 once others of the batch are acked and the rest had no report for
+//                 straggler.timeout.ms (default 2000, 0: off), the rest are kUnavailable and
+//                 their keys held back the same way, but they stay queued (not purged), ahead of
+//                 any retry in their partition: the retry may be a duplicate.
+//                 Otherwise: brokers down, transport errors, timeouts, queue full, not
+//                 enough replicas, a fatal producer error, or no delivery report before the
+//                 batch's deadline ("timed out waiting for delivery report after N ms
+//                 (last client error: ...)"), or when the WaitObserver ends the wait ("not
+//                 acknowledged: the relay stopped waiting"). Then messages still waiting in
+//                 librdkafka's queue are purged (they would otherwise pile up as duplicates
+//                 while the relay retries), those of later started batches too (kUnavailable,
+//                 "not sent: purged when an earlier batch timed out ..."); messages already in
+//                 flight may still reach the broker: the relay sends them again (at least
+//                 once, the consumer deduplicates on the id header).
+// When a message cannot even be queued with a retryable error (queue full until the
+// deadline, fatal error), it and every later message of the batch are kUnavailable and not
+// queued, so no later message of the same key can overtake it. Nor can a later batch: from
+// then until no started batch is left unfinished, every batch started is kUnavailable and not
+// queued. The same holds once a timeout's purge has dropped messages of a started batch.
+//
+// A librdkafka fatal error (e.g. the idempotent producer's unrecoverable sequence errors)
+// makes every pending outcome of every started batch kUnavailable and usable() false for
+// good; the relay then destroys the sink and creates a new one.
+//
+// Outcome vectors are written only between a batch's start() and the end of its finish()
+// (or of send()). A batch's messages and outcomes must stay valid until then, or until the
+// sink is destroyed: the destructor stops the thread first, and a batch still started then
+// is forgotten, its outcomes not touched.
+//
+// Threads: besides librdkafka's, one of the sink's own, started in the constructor (with
+// signals blocked, as the relay creates sinks) and joined by the destructor. start() hands it
+// the batch; it queues the messages (routing, headers), flushes, and serves the delivery
+// reports, beside the relay's database work. One mutex guards the sink's state; callbacks take
+// it and never throw; no librdkafka call that serves callbacks is made, nor the WaitObserver
+// called (by finish(), on the relay's thread, every 100 ms, with the latest error_cb text),
+// while it is held. librdkafka's log lines are kept for take_log() (at most kMaxLogLines
+// between two calls), never written to stderr.
+#pragma once
+
+#include <librdkafka/rdkafka.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "sinks/kafka/kafka_batch.hpp"
+#include "sinks/kafka/kafka_partitioner.hpp"
+#include "sinks/kafka/routing.hpp"
+#include "sinks/common/sink.hpp"
+
+namespace outbox::sinks {
+
+class KafkaSink final : public Sink {
+ public:
+  // Throws ConfigError for bad options.
+  explicit KafkaSink(const Options& options);
+  ~KafkaSink() override;
+  KafkaSink(const KafkaSink&) = delete;
+  KafkaSink& operator=(const KafkaSink&) = delete;
+
+  // Throws std::logic_error while batches are started (use finish() for them).
+  void start(const std::vector<Message>& messages, std::vector<Outcome>& outcomes,
+             std::chrono::milliseconds timeout) override;
+  void finish() override;
+  bool usable() const override;
+  std::string describe() const override;
+  std::vector<LogLine> take_log() override;
+  std::size_t max_message_bytes() const override { return max_message_bytes_; }
+
+  static constexpr std::size_t kMaxLogLines = 100;  // kept between take_log()s; more counted
+
+  // How a librdkafka error code counts for one message, and how it reads.
+  static Delivery classify(rd_kafka_resp_err_t err);
+  static std::string error_text(rd_kafka_resp_err_t err, const char* detail = nullptr);
+
+  // For tests only (e.g. rd_kafka_test_fatal_error): the producer handle.
+  rd_kafka_t* handle_for_testing() const { return rk_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  using Batch = KafkaBatch;
+  // A started batch whose messages the sink's thread has yet to queue.
+  struct Job {
+    Batch* batch;
+    const std::vector<Message>* messages;
+  };
+
+  static void on_delivery(rd_kafka_t* rk, const rd_kafka_message_t* message, void* opaque);
+  static void on_error(rd_kafka_t* rk, int err, const char* reason, void* opaque);
+  static void on_log(const rd_kafka_t* rk, int level, const char* facility, const char* text);
+  void logged(int level, const char* facility, const char* text) noexcept;
+  void delivered(const rd_kafka_message_t* message) noexcept;
+  void errored(int err, const char* reason) noexcept;
+  // Notes a fatal error if librdkafka has raised one; returns whether one was raised.
+  bool check_fatal() noexcept;
+  // The sink's thread: queues started batches, serves reports, flushes while finish() waits.
+  void run() noexcept;
+  // Queues the messages of `batch` in librdkafka. Runs on the sink's thread with `lock`
+  // held, released only while it waits for room in a full queue.
+  void queue(std::unique_lock<std::mutex>& lock, Batch& batch,
+             const std::vector<Message>& messages);
+  bool any_pending() const;
+  // Gives message i of `batch` its outcome, unless it has one; it no longer waits.
+  static void settle(Batch& batch, std::size_t i, Outcome outcome);
+  // Settles message i kRejected before it is queued; its key holds back later messages.
+  static void reject(Batch& batch, std::size_t i, const Message& message, std::string error);
+  // Settles message i, refused by the partitioner (no leader), and holds its key back.
+  void refused(Batch& batch, std::size_t i, const KafkaPartitioner::Refusal& refusal,
+               const char* topic);
+  // Later messages of the key of `message` (in `batch` and the batches started after it) are
+  // kDeferred: "not sent: an earlier event of its key " + reason.
+  void hold_key(Batch& batch, const Message& message, const std::string& reason);
+  // Once `batch` is queued: its rejected keys hold back the batches started after it.
+  void pass_rejected_keys_on(const Batch& batch);
+  static void fail_pending(Batch& batch, const std::string& error);
+  // After a fatal error: every started batch's pending outcomes become kUnavailable. Called
+  // with `lock` held; releases it while it serves the reports that are in.
+  void fail_all_on_fatal(std::unique_lock<std::mutex>& lock);
+  // The producer's handle of a topic, made on first use and kept; nullptr if librdkafka
+  // refuses the name (rd_kafka_last_error() says why).
+  rd_kafka_topic_t* topic_handle(const std::string& name);
+
+  rd_kafka_t* rk_ = nullptr;
+  std::unique_ptr<KafkaPartitioner> partitioner_;  // set before rk_ makes any topic
+  // straggler.timeout.ms: how long the rest of a batch that has acks may go without a report.
+  std::chrono::milliseconds straggler_timeout_{0};
+  // The straggler wait within straggler_timeout_ of a refusal (no leader): what is pending
+  // then most likely waits for that partition.
+  static constexpr std::chrono::milliseconds kLeaderLostPatience{100};
+  // Guards everything below, except fatal_ (atomic) and rk_ (librdkafka is thread-safe).
+  std::mutex mu_;
+  std::condition_variable changed_;  // a job, reports served, a batch queued, or stopping
+  std::deque<Job> jobs_;
+  bool stopping_ = false;
+  // Every topic this producer has sent to (destroyed before rk_).
+  std::unordered_map<std::string, rd_kafka_topic_t*> topics_;
+  routing::TopicTemplate topic_template_;
+  bool timestamp_from_event_ = true;
+  cloudevents::Settings cloudevents_;
+  std::string description_;
+  std::size_t max_message_bytes_ = 0;
+  // The secrets among the options: redacted from every text the sink hands out. Set before
+  // rd_kafka_new (which may log) and never changed, so read without a lock.
+  std::vector<std::string> secrets_;
+
+  std::atomic<bool> fatal_{false};
+  std::string fatal_error_;  // set once, when fatal_ becomes true
+  std::string last_error_;   // the latest client-level error (error_cb), for timeout messages
+  Clock::time_point leader_lost_at_;  // the partitioner's latest refusal
+
+  // Started, unfinished batches, oldest first. A delivery report whose sequence number is in
+  // none of them (a late one from a batch that timed out) is ignored.
+  std::deque<Batch> batches_;
+  std::uint64_t next_seq_ = 1;
+  // Set when a message of a started batch was not queued, or purged from the queue: the
+  // outcome of every message of the batches started from then until none is left unfinished.
+  // They are not queued, so that none overtakes an unsent message of its key.
+  std::string held_back_;
+  // Why finish() last purged the queue: the error of the purged messages' reports.
+  std::string purge_reason_;
+
+  // librdkafka's log lines for take_log(); their own mutex, since librdkafka logs from
+  // inside calls made with mu_ held.
+  std::mutex log_mu_;
+  std::vector<LogLine> log_;
+  std::size_t log_dropped_ = 0;
+
+  std::thread thread_;  // last: starts once everything above is initialised
+};
+
+std::unique_ptr<Sink> create_kafka_sink(const Options& options);
+
+}  // namespace outbox::sinks
