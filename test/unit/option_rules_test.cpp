@@ -302,6 +302,12 @@ TEST_F(OptionRules, FilesOutsideTheDirectoryAreRefused) {
   EXPECT_EQ(refusal({{"ca.location", "kafka/ca.pem/x"}}),
             "sink \"kafka\": option \"ca.location\": no such file in outbox.sink_files_directory "
             "(\"kafka/ca.pem/x\")");
+  // A path is shown whole, however long; its control bytes escaped.
+  const std::string deep = "kafka/" + std::string(120, 'd') + "/ca\n.pem";
+  EXPECT_EQ(refusal({{"ca.location", deep}}),
+            "sink \"kafka\": option \"ca.location\": no such file in outbox.sink_files_directory "
+            "(\"kafka/" +
+                std::string(120, 'd') + "/ca\\x0a.pem\")");
   ASSERT_EQ(symlink("nowhere.pem", (dir_ + "/dangling.pem").c_str()), 0);
   EXPECT_NE(refusal({{"ca.location", "dangling.pem"}}).find("no such file"), std::string::npos);
 }

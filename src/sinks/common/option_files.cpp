@@ -141,7 +141,7 @@ void check_directories(std::string_view sink, std::string_view name, const std::
       throw OptionError(about(sink, name) +
                             " names a file through a directory outside "
                             "outbox.sink_files_directory (a symbolic link)" +
-                            shown(name, value),
+                            shown(name, value, kPathChars),
                         kInsideHint);
     }
   }
@@ -180,7 +180,7 @@ std::string resolve_file(std::string_view sink, std::string_view name, const std
   const std::string candidate = root + "/" + relative;
   if (!inside || relative.empty()) {
     throw OptionError(about(sink, name) + " names a file outside outbox.sink_files_directory" +
-                          shown(name, value),
+                          shown(name, value, kPathChars),
                       kInsideHint);
   }
 
@@ -188,30 +188,31 @@ std::string resolve_file(std::string_view sink, std::string_view name, const std
   const std::string resolved = real_path(candidate, error);
   if (resolved.empty()) {
     if (error == ENOENT || error == ENOTDIR) {
-      throw OptionError(
-          about(sink, name) + ": no such file in outbox.sink_files_directory" + shown(name, value),
-          kInsideHint);
+      throw OptionError(about(sink, name) + ": no such file in outbox.sink_files_directory" +
+                            shown(name, value, kPathChars),
+                        kInsideHint);
     }
-    throw OptionError(about(sink, name) + ": the file cannot be resolved" + shown(name, value) +
-                          ": " + std::strerror(error),
+    throw OptionError(about(sink, name) + ": the file cannot be resolved" +
+                          shown(name, value, kPathChars) + ": " + std::strerror(error),
                       {});
   }
   if (!starts_with(resolved, root + "/")) {
     throw OptionError(about(sink, name) +
                           " names a file that resolves (through a symbolic link) to outside "
                           "outbox.sink_files_directory" +
-                          shown(name, value),
+                          shown(name, value, kPathChars),
                       kInsideHint);
   }
   check_directories(sink, name, value, root, relative, resolved);
   struct stat st {};
   if (stat(resolved.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    throw OptionError(about(sink, name) + " does not name a regular file" + shown(name, value),
-                      kInsideHint);
+    throw OptionError(
+        about(sink, name) + " does not name a regular file" + shown(name, value, kPathChars),
+        kInsideHint);
   }
   if (access(resolved.c_str(), R_OK) != 0) {
-    throw OptionError(about(sink, name) + ": the server cannot read the file" + shown(name, value) +
-                          ": " + std::strerror(errno),
+    throw OptionError(about(sink, name) + ": the server cannot read the file" +
+                          shown(name, value, kPathChars) + ": " + std::strerror(errno),
                       "The file must be readable by the server's operating system user.");
   }
   return resolved;
@@ -250,7 +251,7 @@ std::string resolve_plain_file(std::string_view sink, std::string_view name,
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
     throw OptionError(about(sink, name) + ": the file is writable by every user of the machine" +
-                          " (mode " + mode + ")" + shown(name, value),
+                          " (mode " + mode + ")" + shown(name, value, kPathChars),
                       "chmod o-w the file: whoever can write it chooses what the sink reads.");
   }
   return path;

@@ -21,10 +21,12 @@ inline std::string about(std::string_view sink, std::string_view name) {
   return "sink " + quoted(sink) + ": option " + quoted(name);
 }
 
-// ` ("value")`, or nothing when the name looks sensitive.
-inline std::string shown(std::string_view name, std::string_view value) {
+// ` ("value")`, or nothing when the name looks sensitive. A path is shown whole
+// (max_chars = kPathChars).
+inline std::string shown(std::string_view name, std::string_view value,
+                         std::size_t max_chars = 80) {
   if (looks_sensitive(name)) return "";
-  return " (" + quoted(value) + ")";
+  return " (" + quoted(value, max_chars) + ")";
 }
 
 inline bool ends_with(std::string_view text, std::string_view suffix) {
