@@ -1,5 +1,6 @@
-// The relay's batches: the rows a fetch copies out of outbox.events, what the sink is handed,
-// and what a pass's batches came to (relay.hpp lists the relay's parts).
+// The relay's batches: what a fetch is asked to read and what it read, the rows it copies out
+// of outbox.events, what the sink is handed, and what a pass's batches came to (relay.hpp
+// lists the relay's parts).
 #pragma once
 
 #include <string>
@@ -12,6 +13,32 @@
 #include "sinks/common/sink.hpp"
 
 namespace outbox::pg::relay {
+
+// What a fetch reads (LowWater::request()): plain data, so that the mark and the queries
+// meet only here and in FetchReport.
+struct FetchRequest {
+  int64 from;                      // new events from this seq up: the resume point, or the mark
+  shards::Mask owned;              // the shards whose events are copied
+  const std::vector<int64>* late;  // late events a probe of the gaps found: taken first
+  const SeqSet* delivered;         // seqs the delivery log holds: passed over, not copied
+  // What the queries add: the owned shards and the sealed partitions (scope), or the sealed
+  // partitions alone (the scan of new events); plans made for another version are made again.
+  const std::string* scope;
+  const std::string* sealed_scope;
+  uint64 scope_version;
+};
+
+// What a fetch read besides its rows, for LowWater::account(): where each kind of row starts
+// in the batch, and what the scan of new events passed over.
+struct FetchReport {
+  int late_from = 0;              // the late events, after the retries
+  int new_from = 0;               // the new events, after the late ones
+  bool late_tried = false;        // late events were looked for
+  bool retries_cut = false;       // due retries were left for the next fetch
+  const int64* others = nullptr;  // the events the scan passed over, sorted (palloc'd)
+  int n_others = 0;
+  int64 upto = 0;  // up to where the scan accounted for everything
+};
 
 struct Text {
   const char* data;

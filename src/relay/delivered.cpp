@@ -1,6 +1,6 @@
 // The delivery log read from the low-water mark up (docs/design.md, "The delivery log"):
-// what a scan that starts again from the mark passes over (LowWater::delivered()).
-#include "relay/relay.hpp"
+// what a scan that starts again from the mark passes over (FetchRequest::delivered).
+#include "relay/low_water.hpp"
 
 #include "pg/boundary.hpp"
 #include "pg/spi.hpp"

@@ -4,8 +4,9 @@
 // its retry time, and are sent after it in seq order. No attempt is counted for them.
 #include <algorithm>
 
-#include "relay/relay.hpp"
+#include "relay/queue.hpp"
 
+#include "core/pacing.hpp"
 #include "pg/boundary.hpp"
 #include "pg/settings.hpp"
 #include "utils/array.h"

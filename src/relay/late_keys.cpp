@@ -8,7 +8,11 @@
 // theirs are dropped from the batch (the scan resumes before it), and the next fetch takes
 // the late events first. A transaction that commits after this look committed after every
 // event of the batch, so for keys whose transactions serialise it is the later one anyway.
-#include "relay/relay.hpp"
+#include <algorithm>
+
+#include "relay/low_water.hpp"
+
+#include "core/key_holds.hpp"
 
 #include "pg/boundary.hpp"
 #include "pg/settings.hpp"
@@ -45,7 +49,7 @@ LowWater::Late LowWater::find_late() {
   const int64 per_interval = settings.batch_size;
   guard([&] {
     if (late_keys_plan_ == nullptr) {
-      late_keys_plan_ = prepare_kept(psprintf(kLateKeysSql, scope().c_str()), 4, kLateKeysTypes);
+      late_keys_plan_ = prepare_kept(psprintf(kLateKeysSql, scope_.c_str()), 4, kLateKeysTypes);
     }
     Datum* lo = static_cast<Datum*>(palloc(sizeof(Datum) * n));
     Datum* hi = static_cast<Datum*>(palloc(sizeof(Datum) * n));
@@ -81,8 +85,31 @@ LowWater::Late LowWater::find_late() {
   return late;
 }
 
-void LowWater::take_late_first(const Late& late) {
+// After a fetch: the new events from the first whose key has a committed event in the gaps
+// that no fetch took yet stay out of the batch, and the next fetch takes those late events
+// first. The scan then resumes before the first new event left out.
+void LowWater::keep_before_late(Fetched& out, FetchReport& report) {
+  const int n_new = out.count - report.new_from;
+  if (n_new <= 0 || (gaps_.empty() && passed_over_.empty())) return;
+  const Late late = find_late();
+  if (late.count == 0 && late.complete) return;
   late_.assign(late.seqs, late.seqs + std::min<int>(late.count, settings.batch_size));
+  int kept = 0;  // with the keys unknown (incomplete), none may pass
+  if (late.complete) {
+    KeyHolds keys;
+    for (int i = 0; i < late.count; ++i) keys.set(late.types[i], late.ids[i], {late.seqs[i], 0});
+    for (; kept < n_new; ++kept) {
+      const Row& row = out.rows[report.new_from + kept];
+      if (keys.find(row.aggregatetype.view(), row.aggregateid.view()) != nullptr) break;
+    }
+  }
+  if (kept == n_new) return;
+  out.count = report.new_from + kept;
+  out.full = true;  // the next fetch comes at once, and takes the late events first
+  report.upto = kept > 0 ? out.rows[out.count - 1].seq : fetch_from() - 1;
+  while (report.n_others > 0 && report.others[report.n_others - 1] > report.upto) {
+    --report.n_others;
+  }
 }
 
 }  // namespace outbox::pg::relay

@@ -20,7 +20,7 @@
 // The delivery log. An acknowledged event is not written: its seq goes into one row of
 // outbox.deliveries per batch. So a scan that starts again from the mark (a start, a gained
 // shard, a failed batch) passes over the events the log holds from the mark up, read once
-// when tracking restarts (delivered()); the scan that continues after the resume point meets
+// when tracking restarts (FetchRequest::delivered); the scan that continues after the resume point meets
 // none (everything it sent is below it).
 // A long transaction holds xmin back and so holds the mark; nothing is skipped: the gaps
 // are still probed at every check while narrow (kEagerProbeMaxWidth), else every
@@ -29,7 +29,7 @@
 // docs/design.md, "The low-water mark", gives the proof.
 #include <algorithm>
 
-#include "relay/relay.hpp"
+#include "relay/low_water.hpp"
 
 #include "pg/boundary.hpp"
 #include "pg/settings.hpp"
@@ -159,7 +159,7 @@ void LowWater::read_mark() {
 int64 LowWater::first_new_after_resume_point(bool& passed) {
   if (low_water_plan_ == nullptr) {
     Oid types[3] = {XID8OID, INT8OID, INT8OID};
-    low_water_plan_ = prepare_kept(psprintf(kLowWaterSql, scope().c_str()), 3, types);
+    low_water_plan_ = prepare_kept(psprintf(kLowWaterSql, scope_.c_str()), 3, types);
   }
   // Below the resume point only the gaps can hold an event; past it, the first one.
   const int64 tail_from = fetch_from();
@@ -241,7 +241,7 @@ void LowWater::probe_gaps(TimestampTz now, int64 upto) {
   };
   const Found rows = guard([&] {
     if (probe_plan_ == nullptr) {
-      probe_plan_ = prepare_kept(psprintf(kProbeGapsSql, scope().c_str()), 3, kProbeGapsTypes);
+      probe_plan_ = prepare_kept(psprintf(kProbeGapsSql, scope_.c_str()), 3, kProbeGapsTypes);
     }
     Datum* lo = static_cast<Datum*>(palloc(sizeof(Datum) * n));
     Datum* hi = static_cast<Datum*>(palloc(sizeof(Datum) * n));
@@ -340,59 +340,6 @@ int64 LowWater::floor_for_sealing() const {
   // Owning every shard (one worker), its own mark holds for all.
   if (ownership_.owned() == shards::kAll) return low_water_;
   return saved_floor_;
-}
-
-int64 LowWater::fetch_from() const { return std::max<int64>(low_water_, resume_after_seq_ + 1); }
-
-void LowWater::fetched(const Row* late_rows, int n_late, bool late_tried) {
-  for (int k = 0; k < n_late; ++k) late_fetched_.push_back(late_rows[k].seq);
-  if (late_tried) late_.clear();  // what was not taken (no room) is found again
-}
-
-void LowWater::scanned(const int64* others, int n_others, const Row* new_rows, int n_new,
-                       int64 upto) {
-  int64 last = fetch_from() - 1;
-  // The two sorted lists, merged: every value between two accounted ones is passed over.
-  int i = 0;
-  int k = 0;
-  while (i < n_others || k < n_new) {
-    const bool take_other = k >= n_new || (i < n_others && others[i] < new_rows[k].seq);
-    const int64 seq = take_other ? others[i++] : new_rows[k++].seq;
-    if (seq > last + 1) passed_over_.push_back({last + 1, seq - 1});
-    last = std::max(last, seq);
-  }
-  if (upto > last) passed_over_.push_back({last + 1, upto});
-  resume_after_seq_ = std::max(resume_after_seq_, std::max(last, upto));
-}
-
-void LowWater::transaction_started() {
-  passed_over_.clear();
-  late_fetched_.clear();
-}
-
-// Committed: the late events fetched are resolved, and what the new ones passed over
-// becomes gaps.
-void LowWater::transaction_resolved() {
-  for (const SeqGaps::Interval& gap : passed_over_) gaps_.add(gap.lo, gap.hi);
-  for (int64 seq : late_fetched_) gaps_.remove(seq);
-}
-
-void LowWater::restart_tracking() {
-  resume_after_seq_ = -1;
-  delivered_stale_ = true;
-  gaps_.clear();
-  late_.clear();
-}
-
-void LowWater::forget() {
-  reread();
-  sealer_.reset();
-  saved_floor_ = -1;
-}
-
-void LowWater::reread() {
-  low_water_ = -1;
-  horizon_valid_ = false;
 }
 
 void LowWater::check_plans() {

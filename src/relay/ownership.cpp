@@ -3,7 +3,7 @@
 // shards and those of workers that do not run, and gives back the shards of workers that run again.
 // A shard it gives back has nothing of it in flight: the transaction that sent from it has
 // committed, so the next owner's snapshot, taken after it got the lock, sees every mark.
-#include "relay/relay.hpp"
+#include "relay/ownership.hpp"
 
 #include "pg/boundary.hpp"
 #include "pg/relay_shmem.hpp"

@@ -60,7 +60,7 @@ BatchResult Relay::run_transaction() {
   }
   Batch* current = &batches_[0];
   Batch* next = &batches_[1];
-  queue_.fetch(*current, true, mark_);
+  fetch(*current, true);
   result.fetched = current->fetched.count;
   result.full = current->fetched.full;
   if (current->fetched.count > 0 && !make_durable(current->fetched)) result.abandoned = true;
@@ -70,7 +70,7 @@ BatchResult Relay::run_transaction() {
       const bool more =
           current->fetched.full && n < kMaxBatchesPerTransaction && !ShutdownRequestPending;
       if (more) {
-        queue_.fetch(*next, false, mark_);
+        fetch(*next, false);
         result.fetched += next->fetched.count;
         result.full = next->fetched.full;
         if (next->fetched.count > 0 && !make_durable(next->fetched)) {
@@ -102,6 +102,17 @@ BatchResult Relay::run_transaction() {
   }
   if (result.fetched > 0) report_.count(result);
   return result;
+}
+
+// One way: the mark says what to read, the queue reads it, the mark accounts for what was
+// read (and may cut new events that a late one of their key must precede), and the holds
+// take back the rows that must wait behind a failed event of their key.
+void Relay::fetch(Batch& batch, bool first_of_transaction) {
+  const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
+  if (first_of_transaction) mark_.advance(now);
+  FetchReport report = queue_.fetch(batch, first_of_transaction, now, mark_.request());
+  mark_.account(batch.fetched, report);
+  queue_.hold_back(batch.fetched, report.retries_cut ? report.late_from : batch.fetched.count);
 }
 
 // Returns at once for a pipelining sink; a synchronous one (the default Sink::start) has the

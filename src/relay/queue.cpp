@@ -7,7 +7,7 @@
 // acknowledged, is marked on its row (it was written anyway).
 #include <algorithm>
 
-#include "relay/relay.hpp"
+#include "relay/queue.hpp"
 
 #include "pg/boundary.hpp"
 #include "pg/settings.hpp"
@@ -60,7 +60,7 @@ constexpr const char* kHoldsSql =
 // low-water mark), in insert order (index events_queue), every shard's in one scan (the
 // sealed partitions' predicate only). The receiver (rows.cpp) copies this relay's waiting
 // ones and notes the seq of the others: another shard's, one that does not wait, one the
-// delivery log holds (LowWater::delivered()). A row that commits late below the resume
+// delivery log holds (FetchRequest::delivered). A row that commits late below the resume
 // point is in the gaps (low_water.cpp), and fetched by kFetchLateSql.
 //
 // Every visible event counts, waiting or not: one already published is accounted for too,
@@ -126,30 +126,26 @@ void Queue::append_rows(SPIPlanPtr plan, int nparams, const Datum* values, const
 
 // The later fetches of a transaction only continue after the rows already fetched (they are
 // not marked before the batch is acknowledged, and would be returned again).
-void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
-  const TimestampTz now = guard([&] { return GetCurrentTimestamp(); });
-  if (first_of_transaction) mark.advance(now);
+FetchReport Queue::fetch(Batch& batch, bool first_of_transaction, TimestampTz now,
+                         const FetchRequest& request) {
   guard([&] {
-    if (scan_new_plan_ != nullptr && plans_version_ != mark.scope_version()) {
+    if (scan_new_plan_ != nullptr && plans_version_ != request.scope_version) {
       for (SPIPlanPtr* plan :
            {&fetch_retry_plan_, &fetch_late_plan_, &holds_plan_, &scan_new_plan_}) {
         if (*plan != nullptr) SPI_freeplan(*plan);
         *plan = nullptr;
       }
     }
-  });
-  if (scan_new_plan_ == nullptr) {
-    const std::string scope = mark.scope();
-    const std::string sealed = mark.sealed_scope();
-    const char* sql = scope.c_str();
-    guard([&] {
-      scan_new_plan_ = prepare_kept(psprintf(kScanNewSql, sealed.c_str()), 3, kScanNewTypes);
+    if (scan_new_plan_ == nullptr) {
+      const char* sql = request.scope->c_str();
+      scan_new_plan_ =
+          prepare_kept(psprintf(kScanNewSql, request.sealed_scope->c_str()), 3, kScanNewTypes);
       fetch_retry_plan_ = prepare_kept(psprintf(kFetchRetrySql, sql), 2, kFetchRetryTypes);
       fetch_late_plan_ = prepare_kept(psprintf(kFetchLateSql, sql), 3, kFetchLateTypes);
       holds_plan_ = prepare_kept(psprintf(kHoldsSql, sql), 0, nullptr);
-    });
-    plans_version_ = mark.scope_version();
-  }
+    }
+  });
+  plans_version_ = request.scope_version;
   // Before the retries: which keys they hold back, exact as of now. Only this relay makes
   // retries in its shards, so with no hold known, and none to learn (a start, a gained
   // shard), there is nothing to read.
@@ -158,16 +154,9 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
     load_holds();
     holds_stale_ = false;
   }
-  // Where each kind of row starts in the batch: retries, late events, new events.
-  int late_from = 0;
-  bool retries_cut = false;  // due retries left for the next fetch
-  int new_from = 0;
-  bool late_tried = false;
-  // New events continue after the resume point; what they pass over becomes gaps.
-  const int64 start = mark.fetch_from();
-  const shards::Mask owned = mark.owned();
-  Scanned scanned{nullptr, 0, start - 1, false};
-  const std::vector<int64>& late = mark.late();
+  FetchReport report;
+  report.upto = request.from - 1;
+  const std::vector<int64>& late = *request.late;
   Fetched& out = batch.fetched;
   guard([&] {
     const int limit = settings.batch_size;
@@ -188,7 +177,7 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
                   max_bytes);
       for (int i = 0; i < out.count; ++i) out.rows[i].retried = true;
       const bool more_due = out.count == retry_limit || bytes >= max_bytes;
-      retries_cut = more_due;
+      report.retries_cut = more_due;
       const int64 poll_us = static_cast<int64>(settings.poll_interval_ms) * 1000;
       // Keys on schedules of their own would make every pass a look (and a read of the
       // holds): due retries are gathered for at least half of retry_backoff_min.
@@ -199,7 +188,7 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
     }
 
     const TimestampTz future = now + kFuturePartitionsAfterUs;
-    late_from = out.count;
+    report.late_from = out.count;
     if (!late.empty() && out.count < limit && bytes < max_bytes) {
       const int n = static_cast<int>(late.size());
       Datum* seqs = static_cast<Datum*>(palloc(sizeof(Datum) * n));
@@ -207,77 +196,45 @@ void Queue::fetch(Batch& batch, bool first_of_transaction, LowWater& mark) {
       const Datum params[3] = {Int64GetDatum(limit - out.count), int8_array(seqs, n),
                                TimestampTzGetDatum(future)};
       append_rows(fetch_late_plan_, 3, params, kFetchLateTypes, batch, limit, bytes, max_bytes);
-      late_tried = true;
+      report.late_tried = true;
     }
 
-    new_from = out.count;
+    report.new_from = out.count;
+    bool more = false;
     if (out.count < limit && bytes < max_bytes) {
-      scanned = scan_new(batch, start, future, owned, &mark.delivered(), limit, bytes, max_bytes);
+      more = scan_new(batch, request, future, limit, bytes, max_bytes, report);
     }
-    out.full = out.count == limit || bytes >= max_bytes || scanned.more;
+    out.full = out.count == limit || bytes >= max_bytes || more;
   });
-  // No new event goes out before a late one of its key (late_keys.cpp).
-  if (out.count > new_from && mark.may_hold_late()) {
-    const int kept = keep_before_late(out, new_from, mark);
-    if (kept < out.count - new_from) {
-      out.count = new_from + kept;
-      out.full = true;  // the next fetch comes at once, and takes the late events first
-      scanned.more = true;
-      scanned.upto = kept > 0 ? out.rows[new_from + kept - 1].seq : start - 1;
-      while (scanned.n_others > 0 && scanned.others[scanned.n_others - 1] > scanned.upto) {
-        --scanned.n_others;
-      }
-    }
-  }
-  // The bookkeeping, outside guard() (it allocates).
-  mark.fetched(out.rows + late_from, new_from - late_from, late_tried);
-  mark.scanned(scanned.others, scanned.n_others, out.rows + new_from, out.count - new_from,
-               scanned.upto);
-  hold_back(out, retries_cut ? late_from : out.count);
+  return report;
 }
 
 // Runs inside guard(): kScanNewSql. Reads up to kShards / owned times the room left (so that
-// about that many of its own come), copies its own waiting ones that `delivered` does not
-// hold, in seq order, and says up to where everything is accounted for: the scanned events
-// it did not copy, and the copied ones; what lies between them becomes gaps.
-Queue::Scanned Queue::scan_new(Batch& batch, int64 start, TimestampTz future, shards::Mask owned,
-                               const SeqSet* delivered, int limit, int64& bytes, int64 max_bytes) {
+// about that many of its own come), copies its own waiting ones that the delivery log does
+// not hold, in seq order, and reports up to where everything is accounted for: the scanned
+// events it did not copy, and the copied ones; what lies between them becomes gaps. True
+// when it stopped at a limit: more may follow.
+bool Queue::scan_new(Batch& batch, const FetchRequest& request, TimestampTz future, int limit,
+                     int64& bytes, int64 max_bytes, FetchReport& report) {
   const int room = limit - batch.fetched.count;
   const int64 scan_limit =
-      static_cast<int64>(room) * shards::kShards / std::max(1, shards::count(owned));
+      static_cast<int64>(room) * shards::kShards / std::max(1, shards::count(request.owned));
   RowReceiver receiver;
   init_row_receiver(receiver, batch, &payload_scratch_, limit, bytes, max_bytes);
   receiver.scan = true;
-  receiver.owned = owned;
-  receiver.delivered = delivered;
+  receiver.owned = request.owned;
+  receiver.delivered = request.delivered;
   receiver.others = static_cast<int64*>(palloc(sizeof(int64) * scan_limit));
-  receiver.last_seq = start - 1;
-  const Datum params[3] = {Int64GetDatum(scan_limit), Int64GetDatum(start),
+  receiver.last_seq = request.from - 1;
+  const Datum params[3] = {Int64GetDatum(scan_limit), Int64GetDatum(request.from),
                            TimestampTzGetDatum(future)};
   run_fetch(scan_new_plan_, 3, params, kScanNewTypes, receiver);
   bytes = receiver.bytes;
-  // Stopped by its room or outbox.batch_max_bytes, or by the LIMIT: more may follow.
+  report.others = receiver.others;
+  report.n_others = receiver.n_others;
+  report.upto = receiver.last_seq;
   const bool stopped = batch.fetched.count == limit || bytes >= max_bytes;
-  return {receiver.others, receiver.n_others, receiver.last_seq,
-          stopped || receiver.scanned == scan_limit};
-}
-
-// How many of the new events (from new_from) may go out: those before the first whose key
-// has a committed event in the gaps that no fetch took yet. Those late events are taken
-// first by the next fetch.
-int Queue::keep_before_late(const Fetched& out, int new_from, LowWater& mark) {
-  const int n_new = out.count - new_from;
-  const LowWater::Late late = mark.find_late();
-  if (late.count == 0 && late.complete) return n_new;
-  mark.take_late_first(late);
-  if (!late.complete) return 0;  // keys unknown: none may pass
-  KeyHolds keys;
-  for (int i = 0; i < late.count; ++i) keys.set(late.types[i], late.ids[i], {late.seqs[i], 0});
-  for (int k = 0; k < n_new; ++k) {
-    const Row& row = out.rows[new_from + k];
-    if (keys.find(row.aggregatetype.view(), row.aggregateid.view()) != nullptr) return k;
-  }
-  return n_new;
+  return stopped || receiver.scanned == scan_limit;
 }
 
 SPIPlanPtr Queue::partition_plan(boost::container::flat_map<Oid, SPIPlanPtr>& cache, Oid rel,

@@ -3,7 +3,7 @@
 // (pg/jsonb_text.hpp), byte for byte what payload::text gives, and faster.
 #include <algorithm>
 
-#include "relay/relay.hpp"
+#include "relay/queue.hpp"
 
 #include "core/uuid7.hpp"
 #include "pg/jsonb_object.hpp"

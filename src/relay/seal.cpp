@@ -18,7 +18,7 @@
 // configuration generation, as configure_sink does), a new extension; and a check of the
 // sealed partitions now and then finds rows put there by other means (a restore into a
 // running relay's database).
-#include "relay/relay.hpp"
+#include "relay/seal.hpp"
 
 #include "pg/boundary.hpp"
 #include "pg/delivery_log.hpp"

@@ -1,7 +1,7 @@
 // The relay's sink: created from outbox.sink_config, created again when configure_sink or
 // unconfigure_sink commits (they move the configuration generation) or when it became
 // unusable, and observed while it waits for acknowledgements.
-#include "relay/relay.hpp"
+#include "relay/session.hpp"
 
 #include "pg/boundary.hpp"
 #include "pg/settings.hpp"
