@@ -1,6 +1,6 @@
 // Library entry point: the module magic, _PG_init, and outbox.version().
 #include "pg/boundary.hpp"
-#include "pg/launcher.hpp"
+#include "relay/launcher.hpp"
 #include "pg/relay_shmem.hpp"
 #include "pg/settings.hpp"
 
@@ -20,7 +20,7 @@ void _PG_init(void) {
   if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade) return;
   outbox::pg::relay_shmem_request(outbox::pg::settings.workers);
   outbox::pg::relay_register_commit_prepared_hook();
-  if (outbox::pg::settings.workers > 0) outbox::pg::register_launcher();
+  if (outbox::pg::settings.workers > 0) outbox::pg::relay::register_launcher();
 }
 
 // outbox.version(): the library's own version (EXTVERSION when it was built).

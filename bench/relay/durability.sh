@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The cost of the relay's durability wait (0.4.0): before a fetched batch goes to the sink,
 # the relay flushes the WAL up to the insert position read after the fetch
-# (src/pg/durability.cpp, flush_visible_commits), so that no event is published whose
+# (src/relay/durability.cpp, flush_visible_commits), so that no event is published whose
 # transaction a crash could still lose (writers with synchronous_commit = off).
 #
 # Two builds of the same tree, same flags, made by this script in a temp directory:
@@ -92,7 +92,7 @@ mkdir -p "$BUILD_DIR/tree" "$BUILD_DIR/wait" "$BUILD_DIR/nowait"
 echo "   building tree $(git -C "$BENCH_REPO" describe --always --dirty) in $BUILD_DIR"
 make -C "$BUILD_DIR/tree" -j2 >"$BUILD_DIR/build.log" 2>&1 || { tail -n 30 "$BUILD_DIR/build.log"; exit 1; }
 cp "$BUILD_DIR"/tree/{outbox.so,outbox_sink_null.so,outbox_sink_kafka.so} "$BUILD_DIR/wait/"
-touch "$BUILD_DIR/tree/src/pg/durability.cpp"
+touch "$BUILD_DIR/tree/src/relay/durability.cpp"
 make -C "$BUILD_DIR/tree" -j2 PG_CPPFLAGS=-DOUTBOX_BENCH_NO_DURABILITY_WAIT outbox.so >>"$BUILD_DIR/build.log" 2>&1 ||
   { tail -n 30 "$BUILD_DIR/build.log"; exit 1; }
 cp "$BUILD_DIR/tree/outbox.so" "$BUILD_DIR/nowait/"

@@ -1,5 +1,5 @@
 // An id given to enqueue is an idempotency key: the same id with the same event writes
-// nothing, and with another event it is refused (src/enqueue.cpp raises the error).
+// nothing, and with another event it is refused (src/pg/enqueue.cpp raises the error).
 #pragma once
 
 #include "pg/postgres.hpp"

@@ -3,7 +3,7 @@
 #include "relay/low_water.hpp"
 
 #include "pg/boundary.hpp"
-#include "pg/spi.hpp"
+#include "relay/spi.hpp"
 
 namespace outbox::pg::relay {
 namespace {

@@ -16,7 +16,7 @@
 
 #include "pg/boundary.hpp"
 #include "pg/settings.hpp"
-#include "pg/spi.hpp"
+#include "relay/spi.hpp"
 
 namespace outbox::pg::relay {
 namespace {

@@ -203,7 +203,7 @@ void outbox_relay_main(Datum arg) {
   pqsignal(SIGHUP, SignalHandlerForConfigReload);
   pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
   BackgroundWorkerUnblockSignals();
-  // The launcher found the database and passes its oid (pg/launcher.cpp).
+  // The launcher found the database and passes its oid (relay/launcher.cpp).
   Oid database;
   memcpy(&database, MyBgworkerEntry->bgw_extra, sizeof(database));
   BackgroundWorkerInitializeConnectionByOid(database, InvalidOid, 0);

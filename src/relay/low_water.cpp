@@ -20,20 +20,19 @@
 // The delivery log. An acknowledged event is not written: its seq goes into one row of
 // outbox.deliveries per batch. So a scan that starts again from the mark (a start, a gained
 // shard, a failed batch) passes over the events the log holds from the mark up, read once
-// when tracking restarts (FetchRequest::delivered); the scan that continues after the resume point meets
-// none (everything it sent is below it).
-// A long transaction holds xmin back and so holds the mark; nothing is skipped: the gaps
-// are still probed at every check while narrow (kEagerProbeMaxWidth), else every
-// outbox.poll_interval. Events waiting for a retry have next_attempt_at set and their own
-// partial index; they do not hold the mark.
-// docs/design.md, "The low-water mark", gives the proof.
+// when tracking restarts (FetchRequest::delivered); the scan that continues after the resume point
+// meets none (everything it sent is below it). A long transaction holds xmin back and so holds the
+// mark; nothing is skipped: the gaps are still probed at every check while narrow
+// (kEagerProbeMaxWidth), else every outbox.poll_interval. Events waiting for a retry have
+// next_attempt_at set and their own partial index; they do not hold the mark. docs/design.md, "The
+// low-water mark", gives the proof.
 #include <algorithm>
 
 #include "relay/low_water.hpp"
 
 #include "pg/boundary.hpp"
 #include "pg/settings.hpp"
-#include "pg/spi.hpp"
+#include "relay/spi.hpp"
 
 extern "C" {
 #include "utils/xid8.h"

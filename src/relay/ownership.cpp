@@ -1,5 +1,5 @@
 // Shard ownership (core/shards.hpp). A relay sends only the events of the shards whose advisory
-// locks it holds (pg/shard_locks.hpp). Once a second, between transactions, it claims its preferred
+// locks it holds (relay/shard_locks.hpp). Once a second, between transactions, it claims its preferred
 // shards and those of workers that do not run, and gives back the shards of workers that run again.
 // A shard it gives back has nothing of it in flight: the transaction that sent from it has
 // committed, so the next owner's snapshot, taken after it got the lock, sees every mark.
@@ -8,7 +8,7 @@
 #include "pg/boundary.hpp"
 #include "pg/relay_shmem.hpp"
 #include "pg/settings.hpp"
-#include "pg/shard_locks.hpp"
+#include "relay/shard_locks.hpp"
 
 namespace outbox::pg::relay {
 namespace {

@@ -9,9 +9,9 @@
 #include "relay/relay.hpp"
 
 #include "pg/boundary.hpp"
-#include "pg/durability.hpp"
+#include "relay/durability.hpp"
 #include "pg/settings.hpp"
-#include "pg/spi.hpp"
+#include "relay/spi.hpp"
 
 extern "C" {
 #include "pgstat.h"
@@ -222,7 +222,7 @@ void Relay::finish_batch(Batch& batch, BatchResult& result) {
 }
 
 // After a fetch: the commits of its events must not be able to vanish before the sink gets
-// them (pg/durability.hpp). False when the wait for the synchronous standbys was given up: at
+// them (relay/durability.hpp). False when the wait for the synchronous standbys was given up: at
 // shutdown, a reload or a new sink configuration; the batch is then not sent.
 bool Relay::make_durable(const Fetched& fetched) {
   if (!settings.wait_for_sync_standbys) {

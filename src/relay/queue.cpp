@@ -11,7 +11,7 @@
 
 #include "pg/boundary.hpp"
 #include "pg/settings.hpp"
-#include "pg/spi.hpp"
+#include "relay/spi.hpp"
 
 extern "C" {
 #include "utils/array.h"

@@ -17,6 +17,10 @@
 //   seal.cpp          sealed partitions: past, resolved, unwritable; no query reads them
 //   sink_session.cpp  the configured sink: created, created again, observed, its log
 //   report.cpp        state and counters in shared memory, for outbox.status
+//   launcher.cpp      the launcher: starts the workers in outbox.database
+//   shard_locks.cpp   the shards' advisory locks
+//   durability.cpp    a batch's commits made durable before it is sent
+//   spi.cpp           kept plans, int8[] parameters, a worker's own transactions
 //
 // One header per class: queue.hpp, low_water.hpp, seal.hpp, ownership.hpp, session.hpp
 // (Report, SinkSession), and here Relay; batch.hpp holds the plain data they hand each other

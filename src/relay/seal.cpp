@@ -146,7 +146,7 @@ bool Sealer::audit(int64 low_water) {
 void Sealer::start_round(TimestampTz now) {
   const std::vector<Partition> parts = partitions();
   // Past partitions, but never the newest: events are routed there when the clock passed
-  // it (enqueue.cpp).
+  // it (pg/enqueue.cpp).
   TimestampTz target = DT_NOBEGIN;
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     if (parts[i].upper <= now && parts[i].upper > floor_) target = parts[i].upper;

@@ -6,7 +6,7 @@
 #include "pg/boundary.hpp"
 #include "pg/settings.hpp"
 #include "pg/sink_loader.hpp"
-#include "pg/spi.hpp"
+#include "relay/spi.hpp"
 
 extern "C" {
 #include "postmaster/interrupt.h"

@@ -1,4 +1,4 @@
-#include "pg/spi.hpp"
+#include "relay/spi.hpp"
 
 #include "pg/boundary.hpp"
 
@@ -8,7 +8,7 @@ extern "C" {
 #include "utils/snapmgr.h"
 }
 
-namespace outbox::pg {
+namespace outbox::pg::relay {
 
 SPIPlanPtr prepare_kept(const char* sql, int nargs, const Oid* types) {
   // SPI takes the types as Oid* but only reads them.
@@ -53,4 +53,4 @@ void abort_worker_transaction(MemoryContext resume) {
   });
 }
 
-}  // namespace outbox::pg
+}  // namespace outbox::pg::relay

@@ -4,7 +4,7 @@
 
 #include "pg/postgres.hpp"
 
-namespace outbox::pg {
+namespace outbox::pg::relay {
 
 // A generic plan (no custom plan per execution), kept for the life of the process. Runs
 // inside guard().
@@ -21,4 +21,4 @@ void commit_worker_transaction(MemoryContext resume);
 // Aborts the transaction, if one is open (or failed), and makes `resume` current.
 void abort_worker_transaction(MemoryContext resume);
 
-}  // namespace outbox::pg
+}  // namespace outbox::pg::relay

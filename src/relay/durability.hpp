@@ -20,7 +20,7 @@
 
 #include "pg/postgres.hpp"
 
-namespace outbox::pg {
+namespace outbox::pg::relay {
 
 // Flushes the WAL up to `upto` (the fetched rows' Fetched::commits_upto), unless it is
 // flushed already or invalid. Runs inside guard().
@@ -34,4 +34,4 @@ XLogRecPtr flush_visible_commits();
 // when none are configured, as for a committing backend. Runs inside guard().
 bool sync_standbys_behind(XLogRecPtr lsn);
 
-}  // namespace outbox::pg
+}  // namespace outbox::pg::relay

@@ -7,7 +7,7 @@
 #include "core/shards.hpp"
 #include "pg/postgres.hpp"
 
-namespace outbox::pg {
+namespace outbox::pg::relay {
 
 // pg_locks.objsubid of shard locks ('os'); pg_advisory_lock() uses 1 and 2, given ids 0x6f62.
 constexpr uint16 kShardLockField = 0x6f73;
@@ -18,4 +18,4 @@ shards::Mask claim_shards(shards::Mask want);
 // Gives back the shards of `give` this session holds; returns those it gave back.
 shards::Mask release_shards(shards::Mask give);
 
-}  // namespace outbox::pg
+}  // namespace outbox::pg::relay

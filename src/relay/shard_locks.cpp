@@ -1,7 +1,7 @@
 // The locks behind shard ownership, and their SQL face: outbox._claim_shards() and
 // outbox._release_shards() run the same code as the relay (the isolation spec races two
 // sessions over them).
-#include "pg/shard_locks.hpp"
+#include "relay/shard_locks.hpp"
 
 #include "pg/boundary.hpp"
 
@@ -11,7 +11,7 @@ extern "C" {
 #include "utils/array.h"
 }
 
-namespace outbox::pg {
+namespace outbox::pg::relay {
 namespace {
 
 LOCKTAG shard_tag(int s) {
@@ -76,20 +76,20 @@ shards::Mask release_shards(shards::Mask give) {
   return released;
 }
 
-}  // namespace outbox::pg
+}  // namespace outbox::pg::relay
 
 // outbox._claim_shards(int4[]): the shards this session owns of those asked for.
 OUTBOX_FUNCTION(outbox_claim_shards) {
   return outbox::pg::guard([&] {
-    return outbox::pg::array_of(
-        outbox::pg::claim_shards(outbox::pg::mask_of(PG_GETARG_ARRAYTYPE_P(0))));
+    return outbox::pg::relay::array_of(
+        outbox::pg::relay::claim_shards(outbox::pg::relay::mask_of(PG_GETARG_ARRAYTYPE_P(0))));
   });
 }
 
 // outbox._release_shards(int4[]): the shards this session gave back.
 OUTBOX_FUNCTION(outbox_release_shards) {
   return outbox::pg::guard([&] {
-    return outbox::pg::array_of(
-        outbox::pg::release_shards(outbox::pg::mask_of(PG_GETARG_ARRAYTYPE_P(0))));
+    return outbox::pg::relay::array_of(
+        outbox::pg::relay::release_shards(outbox::pg::relay::mask_of(PG_GETARG_ARRAYTYPE_P(0))));
   });
 }

@@ -11,7 +11,7 @@
 // decides is in the relay's shared-memory slot, for outbox.status.
 #include <algorithm>
 
-#include "pg/launcher.hpp"
+#include "relay/launcher.hpp"
 
 #include "core/pacing.hpp"
 #include "pg/boundary.hpp"
@@ -36,7 +36,7 @@ extern "C" {
 PGDLLEXPORT void outbox_launcher_main(Datum arg);
 }
 
-namespace outbox::pg {
+namespace outbox::pg::relay {
 namespace {
 
 constexpr int kFirstDelayMs = 1000;
@@ -225,7 +225,7 @@ void register_launcher() {
   RegisterBackgroundWorker(&worker);
 }
 
-}  // namespace outbox::pg
+}  // namespace outbox::pg::relay
 
 void outbox_launcher_main(Datum) {
   pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -244,7 +244,7 @@ void outbox_launcher_main(Datum) {
                          "did, or faster.")));
       });
     }
-    outbox::pg::Launcher launcher;
+    outbox::pg::relay::Launcher launcher;
     launcher.run();
   } catch (const outbox::pg::PgError& e) {
     outbox::pg::log_error(e.data());

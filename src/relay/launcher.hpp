@@ -1,10 +1,10 @@
 // The launcher: a background worker that starts the relay workers and restarts them
-// (pg/launcher.cpp says why).
+// (relay/launcher.cpp says why).
 #pragma once
 
-namespace outbox::pg {
+namespace outbox::pg::relay {
 
 // _PG_init, while preloading: registers the launcher with the postmaster.
 void register_launcher();
 
-}  // namespace outbox::pg
+}  // namespace outbox::pg::relay

@@ -1,4 +1,4 @@
-#include "pg/durability.hpp"
+#include "relay/durability.hpp"
 
 extern "C" {
 #include "access/xlog.h"
@@ -8,7 +8,7 @@ extern "C" {
 #include "storage/lwlock.h"
 }
 
-namespace outbox::pg {
+namespace outbox::pg::relay {
 
 XLogRecPtr flush_visible_commits() {
   XLogRecPtr lsn = GetXLogInsertRecPtr();
@@ -49,4 +49,4 @@ bool sync_standbys_behind(XLogRecPtr lsn) {
   return defined && flushed < lsn;
 }
 
-}  // namespace outbox::pg
+}  // namespace outbox::pg::relay
