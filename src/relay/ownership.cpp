@@ -1,8 +1,8 @@
 // Shard ownership (core/shards.hpp). A relay sends only the events of the shards whose advisory
-// locks it holds (relay/shard_locks.hpp). Once a second, between transactions, it claims its preferred
-// shards and those of workers that do not run, and gives back the shards of workers that run again.
-// A shard it gives back has nothing of it in flight: the transaction that sent from it has
-// committed, so the next owner's snapshot, taken after it got the lock, sees every mark.
+// locks it holds (relay/shard_locks.hpp). Once a second, between transactions, it claims its
+// preferred shards and those of workers that do not run, and gives back the shards of workers that
+// run again. A shard it gives back has nothing of it in flight: the transaction that sent from it
+// has committed, so the next owner's snapshot, taken after it got the lock, sees every mark.
 #include "relay/ownership.hpp"
 
 #include "pg/boundary.hpp"

@@ -3,6 +3,7 @@
 // streams and reads every message of a stream back, and the Kafka tests' event helpers.
 #pragma once
 
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <nats/nats.h>
 #include <netinet/in.h>
@@ -13,6 +14,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -94,8 +96,14 @@ class NatsServer {
     pid_ = -1;
   }
   // SIGSTOP: the server reads and answers nothing, its connections stay open.
+  // Returns once every thread of the server has stopped: kill() only queues the signal, and a
+  // thread running on the other core stops a moment later.
   void pause() {
-    if (pid_ > 0) kill(pid_, SIGSTOP);
+    if (pid_ <= 0) return;
+    kill(pid_, SIGSTOP);
+    for (int i = 0; i < 400 && !stopped(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
   }
   // SIGKILL (a paused server too): what it had not read is lost, its connections are reset.
   void kill_now() {
@@ -113,6 +121,24 @@ class NatsServer {
   }
 
  private:
+  // Every thread in state T (stopped), as /proc/<pid>/task/<tid>/stat says.
+  bool stopped() const {
+    const std::string tasks = "/proc/" + std::to_string(pid_) + "/task";
+    DIR* dir = opendir(tasks.c_str());
+    if (dir == nullptr) return false;
+    bool all = true;
+    while (dirent* entry = readdir(dir)) {
+      if (entry->d_name[0] == '.') continue;
+      std::ifstream stat(tasks + "/" + entry->d_name + "/stat");
+      std::string line;
+      std::getline(stat, line);
+      const std::size_t end = line.rfind(") ");  // the state follows the command's ")"
+      if (end != std::string::npos && end + 2 < line.size() && line[end + 2] != 'T') all = false;
+    }
+    closedir(dir);
+    return all;
+  }
+
   int port_;
   std::vector<std::string> extra_;
   std::string client_url_;

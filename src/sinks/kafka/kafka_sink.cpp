@@ -1,3 +1,23 @@
+// The Kafka sink (kafka_sink.hpp says what it sends and what each outcome means): the
+// producer, its thread and its callbacks.
+//
+// A librdkafka fatal error (e.g. the idempotent producer's unrecoverable sequence errors)
+// makes every pending outcome of every started batch kUnavailable and usable() false for
+// good; the relay then destroys the sink and creates a new one.
+//
+// Outcome vectors are written only between a batch's start() and the end of its finish()
+// (or of send()). A batch's messages and outcomes must stay valid until then, or until the
+// sink is destroyed: the destructor stops the thread first, and a batch still started then
+// is forgotten, its outcomes not touched.
+//
+// Threads: besides librdkafka's, one of the sink's own, started in the constructor (with
+// signals blocked, as the relay creates sinks) and joined by the destructor. start() hands it
+// the batch; it queues the messages (routing, headers), flushes, and serves the delivery
+// reports, beside the relay's database work. One mutex guards the sink's state; callbacks take
+// it and never throw; no librdkafka call that serves callbacks is made, nor the WaitObserver
+// called (by finish(), on the relay's thread, every 100 ms, with the latest error_cb text),
+// while it is held. librdkafka's log lines are kept for take_log() (at most kMaxLogLines
+// between two calls), never written to stderr.
 #include "sinks/kafka/kafka_sink.hpp"
 
 #include <algorithm>
@@ -6,6 +26,7 @@
 #include <string_view>
 #include <utility>
 
+#include "sinks/common/oldest_batch.hpp"
 #include "sinks/kafka/kafka_options.hpp"
 
 namespace outbox::sinks {
@@ -268,13 +289,8 @@ void KafkaSink::queue(std::unique_lock<std::mutex>& lock, Batch& batch,
 void KafkaSink::finish() {
   std::unique_lock<std::mutex> lock(mu_);
   if (batches_.empty()) return;
-  // The batch is finished whatever way finish() returns: no outcome of it is written later.
-  // (Destroyed before `lock`: the batch is dropped with the lock held.)
-  struct Forget {
-    std::deque<Batch>& batches;
-    ~Forget() { batches.pop_front(); }
-  } forget{batches_};
-  Batch& batch = batches_.front();
+  const OldestBatch<Batch> oldest(batches_);
+  Batch& batch = oldest.get();
 
   // Reports that are in count even past the deadline (the relay may come late). The
   // thread must be done with the batch's messages before finish() returns, whatever

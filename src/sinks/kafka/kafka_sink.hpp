@@ -52,24 +52,6 @@
 // queued, so no later message of the same key can overtake it. Nor can a later batch: from
 // then until no started batch is left unfinished, every batch started is kUnavailable and not
 // queued. The same holds once a timeout's purge has dropped messages of a started batch.
-//
-// A librdkafka fatal error (e.g. the idempotent producer's unrecoverable sequence errors)
-// makes every pending outcome of every started batch kUnavailable and usable() false for
-// good; the relay then destroys the sink and creates a new one.
-//
-// Outcome vectors are written only between a batch's start() and the end of its finish()
-// (or of send()). A batch's messages and outcomes must stay valid until then, or until the
-// sink is destroyed: the destructor stops the thread first, and a batch still started then
-// is forgotten, its outcomes not touched.
-//
-// Threads: besides librdkafka's, one of the sink's own, started in the constructor (with
-// signals blocked, as the relay creates sinks) and joined by the destructor. start() hands it
-// the batch; it queues the messages (routing, headers), flushes, and serves the delivery
-// reports, beside the relay's database work. One mutex guards the sink's state; callbacks take
-// it and never throw; no librdkafka call that serves callbacks is made, nor the WaitObserver
-// called (by finish(), on the relay's thread, every 100 ms, with the latest error_cb text),
-// while it is held. librdkafka's log lines are kept for take_log() (at most kMaxLogLines
-// between two calls), never written to stderr.
 #pragma once
 
 #include <librdkafka/rdkafka.h>

@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sinks/common/oldest_batch.hpp"
 #include "sinks/nats/nats_lookup.hpp"
 #include "sinks/nats/nats_sink.hpp"
 
@@ -13,7 +14,6 @@ namespace outbox::sinks {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr auto kObserveEvery = std::chrono::milliseconds(100);
 // A lookup is off the hot path, and a server that is up answers it at once.
 constexpr auto kLookupTimeout = std::chrono::seconds(2);
 
@@ -29,12 +29,8 @@ std::string missing_stream_error(const std::string& subject) {
 void NatsSink::finish() {
   std::unique_lock<std::mutex> lock(mu_);
   if (batches_.empty()) return;
-  // The batch is finished whatever way finish() returns: no outcome of it is written later.
-  struct Forget {
-    std::deque<Batch>& batches;
-    ~Forget() { batches.pop_front(); }
-  } forget{batches_};
-  Batch& batch = batches_.front();
+  const OldestBatch<Batch> oldest(batches_);
+  Batch& batch = oldest.get();
 
   bool abandoned = batch.abandoned;  // by the observer while start() published
   auto observe_at = Clock::now();

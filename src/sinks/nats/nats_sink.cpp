@@ -1,3 +1,20 @@
+// The NATS sink (nats_sink.hpp says what it sends and what each outcome means): the
+// connection, start() and its publishes.
+//
+// Threads and signals: cnats runs threads of its own (a reader and a flusher per connection,
+// a reconnect thread when the connection is lost, a delivery thread for the PubAck
+// subscription, and the library's timer, callback and GC threads). The constructor connects
+// and makes the JetStream context; the relay calls it with every signal blocked, so those
+// threads, and the ones they start later (a reconnect comes from the reader or timer thread),
+// inherit a blocked mask. The PubAck subscription's thread is started by the first publish,
+// on the relay's thread: start() blocks every signal around its cnats publish calls (unblocked
+// while it asks the WaitObserver), so that one never runs PostgreSQL's handlers either.
+//
+// Callbacks (PubAcks, connection events), the destructor and the log: nats_events.cpp.
+//
+// cnats' nats_Open (on first use, in the constructor) sets SIGPIPE to SIG_IGN for the process
+// (PostgreSQL's backends and background workers ignore it already) and calls srand()
+// (PostgreSQL does not use rand()).
 #include "sinks/nats/nats_sink.hpp"
 
 #include <algorithm>
@@ -16,7 +33,6 @@ namespace outbox::sinks {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr auto kObserveEvery = std::chrono::milliseconds(100);
 
 // cnats' text for a status, with the thread's last error detail when there is one.
 std::string status_text(natsStatus s) {

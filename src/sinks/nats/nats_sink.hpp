@@ -68,21 +68,6 @@
 // no attempt is counted, nothing is dead-lettered, the relay reports it and tries again after
 // outbox.retry_backoff_max. It is the batch's own: another started batch's PubAck does not
 // make it fail.
-//
-// Threads and signals: cnats runs threads of its own (a reader and a flusher per connection,
-// a reconnect thread when the connection is lost, a delivery thread for the PubAck
-// subscription, and the library's timer, callback and GC threads). The constructor connects
-// and makes the JetStream context; the relay calls it with every signal blocked, so those
-// threads, and the ones they start later (a reconnect comes from the reader or timer thread),
-// inherit a blocked mask. The PubAck subscription's thread is started by the first publish,
-// on the relay's thread: start() blocks every signal around its cnats publish calls (unblocked
-// while it asks the WaitObserver), so that one never runs PostgreSQL's handlers either.
-//
-// Callbacks (PubAcks, connection events), the destructor and the log: nats_events.cpp.
-//
-// cnats' nats_Open (on first use, in the constructor) sets SIGPIPE to SIG_IGN for the process
-// (PostgreSQL's backends and background workers ignore it already) and calls srand()
-// (PostgreSQL does not use rand()).
 #pragma once
 
 #include <nats/nats.h>
@@ -125,6 +110,8 @@ class NatsSink final : public Sink {
   std::size_t max_message_bytes() const override;
 
   static constexpr std::size_t kMaxLogLines = 100;
+  // How often start() and finish() ask the WaitObserver while they wait.
+  static constexpr std::chrono::milliseconds kObserveEvery{100};
   // After a reconnect, "no responders" is JetStream starting, not a missing stream.
   static constexpr std::chrono::seconds kReconnectGrace{5};
 
