@@ -51,16 +51,11 @@ LowWater::Late LowWater::find_late() {
     if (late_keys_plan_ == nullptr) {
       late_keys_plan_ = prepare_kept(psprintf(kLateKeysSql, scope_.c_str()), 4, kLateKeysTypes);
     }
-    Datum* lo = static_cast<Datum*>(palloc(sizeof(Datum) * n));
-    Datum* hi = static_cast<Datum*>(palloc(sizeof(Datum) * n));
-    for (int k = 0; k < n; ++k) {
-      lo[k] = Int64GetDatum(intervals[k].lo);
-      hi[k] = Int64GetDatum(intervals[k].hi);
-    }
+    Datum lo, hi;
+    int8_bounds(intervals, n, lo, hi);
     Datum* excluded = static_cast<Datum*>(palloc(sizeof(Datum) * (n_taken + 1)));
     for (int k = 0; k < n_taken; ++k) excluded[k] = Int64GetDatum(taken[k]);
-    Datum params[4] = {int8_array(lo, n), int8_array(hi, n), Int64GetDatum(per_interval),
-                       int8_array(excluded, n_taken)};
+    Datum params[4] = {lo, hi, Int64GetDatum(per_interval), int8_array(excluded, n_taken)};
     if (SPI_execute_plan(late_keys_plan_, params, nullptr, false, 0) != SPI_OK_SELECT) {
       elog(ERROR, "outbox relay: looking for late events failed");
     }

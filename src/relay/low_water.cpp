@@ -242,13 +242,9 @@ void LowWater::probe_gaps(TimestampTz now, int64 upto) {
     if (probe_plan_ == nullptr) {
       probe_plan_ = prepare_kept(psprintf(kProbeGapsSql, scope_.c_str()), 3, kProbeGapsTypes);
     }
-    Datum* lo = static_cast<Datum*>(palloc(sizeof(Datum) * n));
-    Datum* hi = static_cast<Datum*>(palloc(sizeof(Datum) * n));
-    for (int k = 0; k < n; ++k) {
-      lo[k] = Int64GetDatum(gaps[k].lo);
-      hi[k] = Int64GetDatum(gaps[k].hi);
-    }
-    Datum params[3] = {int8_array(lo, n), int8_array(hi, n), Int64GetDatum(limit)};
+    Datum lo, hi;
+    int8_bounds(gaps.data(), n, lo, hi);
+    Datum params[3] = {lo, hi, Int64GetDatum(limit)};
     // Not read-only: it needs a snapshot of its own, taken after the horizon passed.
     if (SPI_execute_plan(probe_plan_, params, nullptr, false, 0) != SPI_OK_SELECT) {
       elog(ERROR, "outbox relay: probing the gaps failed");

@@ -310,13 +310,9 @@ void Queue::mark_acked(const Fetched& batch, const std::vector<sinks::Outcome>& 
     const SeqSet::Interval* data = runs.data();
     guard([&] {
       if (log_plan_ == nullptr) log_plan_ = prepare_kept(kLogSql, 3, kLogTypes);
-      Datum* lo = static_cast<Datum*>(palloc(sizeof(Datum) * n));
-      Datum* hi = static_cast<Datum*>(palloc(sizeof(Datum) * n));
-      for (int k = 0; k < n; ++k) {
-        lo[k] = Int64GetDatum(data[k].lo);
-        hi[k] = Int64GetDatum(data[k].hi);
-      }
-      Datum params[3] = {TimestampTzGetDatum(now), int8_array(lo, n), int8_array(hi, n)};
+      Datum lo, hi;
+      int8_bounds(data, n, lo, hi);
+      Datum params[3] = {TimestampTzGetDatum(now), lo, hi};
       if (SPI_execute_plan(log_plan_, params, nullptr, false, 0) != SPI_OK_INSERT) {
         elog(ERROR, "outbox relay: writing the delivery log failed");
       }

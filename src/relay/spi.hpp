@@ -13,6 +13,20 @@ SPIPlanPtr prepare_kept(const char* sql, int nargs, const Oid* types);
 // An int8[] of n values (Int64GetDatum), in the current memory context. Runs inside guard().
 Datum int8_array(Datum* values, int n);
 
+// The bounds of n intervals (anything with int64 lo and hi) as two int8[], for a query that
+// unnests them side by side. Runs inside guard().
+template <typename Interval>
+void int8_bounds(const Interval* intervals, int n, Datum& lo, Datum& hi) {
+  Datum* los = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));
+  Datum* his = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));
+  for (int k = 0; k < n; ++k) {
+    los[k] = Int64GetDatum(intervals[k].lo);
+    his[k] = Int64GetDatum(intervals[k].hi);
+  }
+  lo = int8_array(los, n);
+  hi = int8_array(his, n);
+}
+
 // Starts a transaction with SPI connected and a snapshot pushed; `activity` shows in
 // pg_stat_activity.
 void begin_worker_transaction(const char* activity);
