@@ -57,16 +57,26 @@ my $first = enqueue('flow', 0);
 wait_published($node, qq{id = '$first'}, 'an event is published');
 wait_sealed($first, $offset, "its partition is sealed once past");
 my $sealed = q1(qq{SELECT tableoid::regclass FROM outbox.events WHERE id = '$first'});
-# Statistics reach the view when the relay reports them (at most once a second).
+# Statistics reach the view when the relay reports them: after a commit, at most once a
+# second. The relay reads outbox.relay_shards once a second (saving its mark), and nothing
+# else here does: once that count has moved twice, what the relay did before is reported.
+sub wait_relay_stats {
+	my $reads = q{SELECT seq_scan + coalesce(idx_scan, 0) FROM pg_stat_user_tables
+	               WHERE relid = 'outbox.relay_shards'::regclass};
+	for my $report (1, 2) {
+		my $last = q1($reads);
+		$node->poll_query_until('postgres', "SELECT ($reads) > $last")
+		  or die "the relay's statistics did not move";
+	}
+}
 my $scans = sub {
-	q1('SELECT pg_stat_clear_snapshot()');
 	return q1(qq{SELECT sum(idx_scan) FROM pg_stat_user_indexes WHERE relid = '$sealed'::regclass});
 };
-sleep 2;
+wait_relay_stats();
 my $before = $scans->();
 my @flow = map { enqueue('flow', $_) } 1 .. 20;
 wait_published($node, q{aggregatetype = 'flow'}, 'events keep flowing');
-sleep 2;
+wait_relay_stats();
 is($scans->(), $before, "the sealed partition's indexes are not read any more");
 
 # 2. An enqueue that inserts into a partition after its range has passed.
