@@ -58,6 +58,8 @@ class LowWater {
   uint64 scope_version() const { return sealer_.version() + ownership_.version(); }
 
  private:
+  // tracking.cpp: the resume point (at least the mark), and account()'s two halves: the late
+  // events taken, and what a scan of new events accounted for.
   int64 fetch_from() const;
   void fetched(const Row* late_rows, int n_late, bool late_tried);
   void scanned(const int64* others, int n_others, const Row* new_rows, int n_new, int64 upto);
