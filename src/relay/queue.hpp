@@ -14,7 +14,6 @@
 
 namespace outbox::pg::relay {
 
-// queue.cpp: the relay's statements on outbox.events.
 class Queue {
  public:
   // Once, at start (inside guard()): the payload buffer, in TopMemoryContext.
