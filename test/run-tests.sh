@@ -216,7 +216,7 @@ run_tap() {
     done
     f=$work/tmp_check/log/regress_log_$name
     echo "--- $f: its failed checks"
-    grep -n -B2 -A6 -E '^not ok|Failed test|died|Dubious|timed out' "$f" | tail -n 60
+    grep -n -B2 -A6 -E '^not ok|Failed test|died|Dubious|timed out| at [^ ]+ line [0-9]+' "$f" | tail -n 60
   done
   echo "--- tap: prove's summary"
   sed -n '/^Test Summary Report/,$p' "$work/prove.out"

@@ -14,6 +14,24 @@ use FindBin;
 our @EXPORT = qw(relay_node record_node ids wait_published enqueue_in_open_transaction wait_relay_pass
   wait_relay_reloaded wait_relay_idle marked_blocks);
 
+# poll_query_until hands psql its query on stdin. While the server restarts after a crash,
+# psql can fail to connect and exit before IPC::Run writes the query; IPC::Run then croaks
+# "Broken pipe" and the test dies without a plan (seen in CI just after kill -9 of the
+# relay). Such a try is one that did not match, and the poll goes on.
+{
+	no warnings 'redefine';
+	my $poll = \&PostgreSQL::Test::Cluster::poll_query_until;
+	*PostgreSQL::Test::Cluster::poll_query_until = sub {
+		for (1 .. 100) {
+			my $matched = eval { $poll->(@_) };
+			return $matched unless $@;
+			die $@ unless $@ =~ /Broken pipe/;
+			usleep(100_000);
+		}
+		die "poll_query_until: psql exited before reading its query 100 times\n";
+	};
+}
+
 # A started node named $name; $settings (postgresql.conf lines) come after the defaults.
 # %opt: install_path, the PostgreSQL installation to run (default: PG_CONFIG's).
 sub relay_node {
