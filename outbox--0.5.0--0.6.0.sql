@@ -367,3 +367,60 @@ COMMENT ON VIEW outbox.event_status IS
 
 -- As the install script leaves every table and view: no privilege but the owner's.
 REVOKE ALL ON outbox.event_status FROM PUBLIC;
+
+-- Every database's relays, from shared memory, for a monitoring role connected to any
+-- database that has the extension: outbox._workers()'s columns, for every database.
+CREATE FUNCTION outbox._cluster_workers(
+    OUT worker int, OUT pid int, OUT state text, OUT sink text,
+    OUT batches bigint, OUT events_sent bigint, OUT events_failed bigint,
+    OUT events_dead bigint, OUT last_error text, OUT last_error_at timestamptz,
+    OUT last_success_at timestamptz, OUT backoff_until timestamptz,
+    OUT database text, OUT detail text, OUT shards int)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'outbox_cluster_workers'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION outbox._cluster_workers() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION outbox._cluster_workers() TO pg_monitor;
+
+CREATE VIEW outbox.cluster_status AS
+SELECT w.database, w.worker, w.pid, w.state, w.sink, w.batches, w.events_sent, w.events_failed,
+       w.events_dead, w.last_error, w.last_error_at, w.last_success_at, w.backoff_until,
+       w.detail, w.shards
+  FROM outbox._cluster_workers() w;
+COMMENT ON VIEW outbox.cluster_status IS
+  'One row per relay worker of every database of the cluster (running or not, and why); the queue''s lag is in each database''s outbox.status.';
+REVOKE ALL ON outbox.cluster_status FROM PUBLIC;
+GRANT SELECT ON outbox.cluster_status TO pg_monitor;
+
+-- outbox.database is empty by default now: relays in every database with the extension.
+-- Checks and stores the sink configuration; the relay picks it up at commit: no restart.
+CREATE OR REPLACE FUNCTION outbox.configure_sink(sink text, options jsonb DEFAULT '{}')
+RETURNS text
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_description text;
+BEGIN
+    IF sink IS NULL OR options IS NULL THEN
+        RAISE EXCEPTION 'outbox.configure_sink: sink and options must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    v_description := outbox._check_sink(sink, options);
+    INSERT INTO outbox.sink_config AS c (sink, options)
+    VALUES (sink, options)
+    ON CONFLICT (singleton) DO UPDATE
+       SET sink = excluded.sink, options = excluded.options, updated_at = now();
+    PERFORM outbox._notify_relay();
+    IF current_setting('outbox.database', true) IS NULL THEN
+        RAISE NOTICE 'outbox is not in shared_preload_libraries: no relay runs on this server';
+    ELSIF current_setting('outbox.database') NOT IN ('', current_database()) THEN
+        RAISE NOTICE 'outbox.database restricts the relay to database "%": no relay runs in this one',
+            current_setting('outbox.database')
+            USING HINT = 'Empty outbox.database (relays in every database that has the extension) and restart, or configure the sink in that database.';
+    END IF;
+    RETURN v_description;
+END
+$$;

@@ -532,9 +532,10 @@ BEGIN
     PERFORM outbox._notify_relay();
     IF current_setting('outbox.database', true) IS NULL THEN
         RAISE NOTICE 'outbox is not in shared_preload_libraries: no relay runs on this server';
-    ELSIF current_setting('outbox.database') <> current_database() THEN
-        RAISE NOTICE 'the relay works in database "%", not in this one', current_setting('outbox.database')
-            USING HINT = 'Set outbox.database and restart, or configure the sink in that database.';
+    ELSIF current_setting('outbox.database') NOT IN ('', current_database()) THEN
+        RAISE NOTICE 'outbox.database restricts the relay to database "%": no relay runs in this one',
+            current_setting('outbox.database')
+            USING HINT = 'Empty outbox.database (relays in every database that has the extension) and restart, or configure the sink in that database.';
     END IF;
     RETURN v_description;
 END
@@ -738,6 +739,31 @@ GRANT USAGE ON SCHEMA outbox TO pg_monitor;
 GRANT SELECT ON outbox.status TO pg_monitor;
 GRANT EXECUTE ON FUNCTION outbox._workers() TO pg_monitor;
 GRANT EXECUTE ON FUNCTION outbox.version() TO pg_monitor;
+
+-- Every database's relays, from shared memory, for a monitoring role connected to any
+-- database that has the extension: outbox._workers()'s columns, for every database.
+CREATE FUNCTION outbox._cluster_workers(
+    OUT worker int, OUT pid int, OUT state text, OUT sink text,
+    OUT batches bigint, OUT events_sent bigint, OUT events_failed bigint,
+    OUT events_dead bigint, OUT last_error text, OUT last_error_at timestamptz,
+    OUT last_success_at timestamptz, OUT backoff_until timestamptz,
+    OUT database text, OUT detail text, OUT shards int)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'outbox_cluster_workers'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION outbox._cluster_workers() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION outbox._cluster_workers() TO pg_monitor;
+
+CREATE VIEW outbox.cluster_status AS
+SELECT w.database, w.worker, w.pid, w.state, w.sink, w.batches, w.events_sent, w.events_failed,
+       w.events_dead, w.last_error, w.last_error_at, w.last_success_at, w.backoff_until,
+       w.detail, w.shards
+  FROM outbox._cluster_workers() w;
+COMMENT ON VIEW outbox.cluster_status IS
+  'One row per relay worker of every database of the cluster (running or not, and why); the queue''s lag is in each database''s outbox.status.';
+REVOKE ALL ON outbox.cluster_status FROM PUBLIC;
+GRANT SELECT ON outbox.cluster_status TO pg_monitor;
 
 -- The first partitions, so that enqueue works at once; released from the extension so that
 -- rotation can drop them and pg_dump dumps them with their events. A restore from pg_dump

@@ -18,9 +18,11 @@ void _PG_init(void) {
 
   // enqueue and rotate work without preloading; the relay needs it.
   if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade) return;
-  outbox::pg::relay_shmem_request(outbox::pg::settings.workers);
-  outbox::pg::relay_register_commit_prepared_hook();
-  if (outbox::pg::settings.workers > 0) outbox::pg::relay::register_launcher();
+  outbox::pg::relay_shmem_request(outbox::pg::settings.max_workers);
+  outbox::pg::relay_register_database_commands();
+  if (outbox::pg::settings.workers > 0 && outbox::pg::settings.max_workers > 0) {
+    outbox::pg::relay::register_launcher();
+  }
 }
 
 // outbox.version(): the library's own version (EXTVERSION when it was built).

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "pg/boundary.hpp"
-#include "pg/relay_shmem.hpp"
+#include "pg/relay_databases.hpp"
 
 extern "C" {
 #include "access/table.h"

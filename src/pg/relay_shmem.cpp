@@ -1,17 +1,20 @@
 #include "pg/relay_shmem.hpp"
 
+#include <signal.h>
+
 #include "pg/boundary.hpp"
+#include "pg/relay_databases.hpp"
 #include "pg/settings.hpp"
 #include "pg/shard_of.hpp"
 
 extern "C" {
+#include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
-#include "tcop/utility.h"
 }
 
 namespace outbox::pg {
@@ -19,7 +22,10 @@ namespace {
 
 struct Slot {
   slock_t mutex;
+  Oid database;  // the launcher's assignment
+  int worker;
   bool in_use;
+  bool error_exit;      // its last relay stopped after an error
   PGPROC* proc;         // the worker's PGPROC: its procLatch is what we set
   bool wake_on_commit;  // commits that only enqueued set the latch
   uint64 wake_shards;   // ... if they enqueued in one of these shards
@@ -29,20 +35,14 @@ struct Slot {
 };
 
 struct RelayShared {
-  pg_atomic_uint32 config_generation;
-  // The sealed partitions' floor (relay_publish_floor): the database, and the bound as the
-  // bits of a TimestampTz (0: none).
-  pg_atomic_uint32 floor_database;
-  pg_atomic_uint64 floor;
-  int workers;
-  Slot slots[kMaxWorkers];
+  int slots;
+  Slot slot[kMaxRelaySlots];
 };
 
 RelayShared* shared = nullptr;
-int requested_workers = 0;
+int requested_slots = 0;
 shmem_startup_hook_type prev_shmem_startup = nullptr;
 shmem_request_hook_type prev_shmem_request = nullptr;
-ProcessUtility_hook_type prev_process_utility = nullptr;
 
 // Per-backend, per-transaction flags for the commit callback: the shards whose owners to
 // wake, and whether the configuration changed.
@@ -53,6 +53,7 @@ constexpr uint64 kAllShards = ~uint64{0};
 void shmem_request() {
   if (prev_shmem_request) prev_shmem_request();
   RequestAddinShmemSpace(MAXALIGN(sizeof(RelayShared)));
+  RequestAddinShmemSpace(relay_databases_size());
 }
 
 void shmem_startup() {
@@ -62,12 +63,10 @@ void shmem_startup() {
   shared = static_cast<RelayShared*>(ShmemInitStruct("outbox relay", sizeof(RelayShared), &found));
   if (!found) {
     memset(shared, 0, sizeof(RelayShared));
-    pg_atomic_init_u32(&shared->config_generation, 1);
-    pg_atomic_init_u32(&shared->floor_database, InvalidOid);
-    pg_atomic_init_u64(&shared->floor, 0);
-    shared->workers = requested_workers;
-    for (Slot& slot : shared->slots) SpinLockInit(&slot.mutex);
+    shared->slots = requested_slots;
+    for (Slot& slot : shared->slot) SpinLockInit(&slot.mutex);
   }
+  relay_databases_init();
   LWLockRelease(AddinShmemInitLock);
 }
 
@@ -77,10 +76,11 @@ void shmem_startup() {
 // A shard's owner publishes its mask before the first fetch that may send the shard, so the
 // same holds for a commit that wakes only the owners of its shards.
 void wake_workers(bool config_changed, uint64 shards) {
-  for (int i = 0; i < shared->workers; ++i) {
-    Slot& slot = shared->slots[i];
+  for (int i = 0; i < shared->slots; ++i) {
+    Slot& slot = shared->slot[i];
     SpinLockAcquire(&slot.mutex);
-    const bool wake = config_changed || (slot.wake_on_commit && (slot.wake_shards & shards) != 0);
+    const bool wake = slot.database == MyDatabaseId &&
+                      (config_changed || (slot.wake_on_commit && (slot.wake_shards & shards) != 0));
     PGPROC* proc = slot.in_use && wake ? slot.proc : nullptr;
     SpinLockRelease(&slot.mutex);
     if (proc != nullptr) SetLatch(&proc->procLatch);
@@ -92,7 +92,7 @@ void xact_callback(XactEvent event, void*) {
     case XACT_EVENT_COMMIT:
     case XACT_EVENT_PARALLEL_COMMIT:
       if (shared != nullptr) {
-        if (config_pending) pg_atomic_fetch_add_u32(&shared->config_generation, 1);
+        if (config_pending) relay_database_changed(MyDatabaseId);
         if (wake_pending != 0 || config_pending) wake_workers(config_pending, wake_pending);
       }
       wake_pending = 0;
@@ -123,8 +123,6 @@ const char* worker_state_name(WorkerState state) {
       return "backoff";
     case WorkerState::kUnconfigured:
       return "unconfigured";
-    case WorkerState::kWaitingForExtension:
-      return "waiting for CREATE EXTENSION";
     case WorkerState::kWaitingForUpdate:
       return "waiting for ALTER EXTENSION UPDATE";
     case WorkerState::kWaitingForStandbys:
@@ -137,8 +135,8 @@ const char* worker_state_name(WorkerState state) {
 
 bool relay_shmem_available() { return shared != nullptr; }
 
-void relay_shmem_request(int workers) {
-  requested_workers = workers;
+void relay_shmem_request(int slots) {
+  requested_slots = slots;
   prev_shmem_request = shmem_request_hook;
   shmem_request_hook = shmem_request;
   prev_shmem_startup = shmem_startup_hook;
@@ -146,9 +144,10 @@ void relay_shmem_request(int workers) {
 }
 
 void relay_worker_attach(int index) {
-  Slot& slot = shared->slots[index];
+  Slot& slot = shared->slot[index];
   SpinLockAcquire(&slot.mutex);
   slot.in_use = true;
+  slot.error_exit = false;
   slot.proc = MyProc;
   slot.wake_on_commit = true;
   slot.wake_shards = kAllShards;
@@ -162,9 +161,10 @@ void relay_worker_attach(int index) {
 
 void relay_worker_detach(int index, const char* why) {
   const TimestampTz now = GetCurrentTimestamp();
-  Slot& slot = shared->slots[index];
+  Slot& slot = shared->slot[index];
   SpinLockAcquire(&slot.mutex);
   slot.in_use = false;
+  slot.error_exit = why != nullptr;
   slot.proc = nullptr;
   slot.counters.state = WorkerState::kStopped;
   if (why != nullptr) {
@@ -175,29 +175,43 @@ void relay_worker_detach(int index, const char* why) {
 }
 
 void relay_worker_wake_on_commit(int index, bool wake) {
-  Slot& slot = shared->slots[index];
+  Slot& slot = shared->slot[index];
   SpinLockAcquire(&slot.mutex);
   slot.wake_on_commit = wake;
   SpinLockRelease(&slot.mutex);
 }
 
 void relay_worker_wake_shards(int index, uint64 shards) {
-  Slot& slot = shared->slots[index];
+  Slot& slot = shared->slot[index];
   SpinLockAcquire(&slot.mutex);
   slot.wake_shards = shards;
   SpinLockRelease(&slot.mutex);
 }
 
 bool relay_slot_in_use(int index) {
-  Slot& slot = shared->slots[index];
+  Slot& slot = shared->slot[index];
   SpinLockAcquire(&slot.mutex);
   const bool in_use = slot.in_use;
   SpinLockRelease(&slot.mutex);
   return in_use;
 }
 
+bool relay_slot_stopped(int index) {
+  Slot& slot = shared->slot[index];
+  SpinLockAcquire(&slot.mutex);
+  if (slot.in_use) {
+    slot.in_use = false;
+    slot.error_exit = true;
+    slot.proc = nullptr;
+    slot.counters.state = WorkerState::kStopped;
+  }
+  const bool failed = slot.error_exit;
+  SpinLockRelease(&slot.mutex);
+  return failed;
+}
+
 void relay_slot_explain(int index, const char* detail, TimestampTz restart_at) {
-  Slot& slot = shared->slots[index];
+  Slot& slot = shared->slot[index];
   SpinLockAcquire(&slot.mutex);
   strlcpy(slot.detail, detail, sizeof(slot.detail));
   slot.restart_at = restart_at;
@@ -205,7 +219,7 @@ void relay_slot_explain(int index, const char* detail, TimestampTz restart_at) {
 }
 
 void relay_worker_publish(int index, const WorkerCounters& counters) {
-  Slot& slot = shared->slots[index];
+  Slot& slot = shared->slot[index];
   SpinLockAcquire(&slot.mutex);
   slot.counters = counters;
   SpinLockRelease(&slot.mutex);
@@ -213,8 +227,10 @@ void relay_worker_publish(int index, const WorkerCounters& counters) {
 
 SlotView relay_slot_read(int index) {
   SlotView out;
-  Slot& slot = shared->slots[index];
+  Slot& slot = shared->slot[index];
   SpinLockAcquire(&slot.mutex);
+  out.database = slot.database;
+  out.worker = slot.worker;
   out.in_use = slot.in_use;
   out.counters = slot.counters;
   out.restart_at = slot.restart_at;
@@ -223,39 +239,41 @@ SlotView relay_slot_read(int index) {
   return out;
 }
 
-int relay_worker_count() { return shared == nullptr ? 0 : shared->workers; }
+int relay_slot_count() { return shared == nullptr ? 0 : shared->slots; }
 
-void relay_publish_floor(Oid database, TimestampTz floor) {
-  if (shared == nullptr) return;
-  if (pg_atomic_read_u32(&shared->floor_database) != database) {
-    pg_atomic_write_u64(&shared->floor, 0);
-    pg_write_barrier();
-    pg_atomic_write_u32(&shared->floor_database, database);
-    pg_write_barrier();
+void relay_slot_assign(int index, Oid database, int worker) {
+  Slot& slot = shared->slot[index];
+  SpinLockAcquire(&slot.mutex);
+  const bool same = slot.database == database && slot.worker == worker;
+  slot.database = database;
+  slot.worker = worker;
+  if (!same && !slot.in_use) {
+    memset(&slot.counters, 0, sizeof(slot.counters));
+    slot.detail[0] = '\0';
+    slot.restart_at = 0;
   }
-  // Only up: a floor that an enqueue has read must stay true for the rest of its transaction.
-  uint64 current = pg_atomic_read_u64(&shared->floor);
-  const uint64 wanted = static_cast<uint64>(floor);
-  while ((current == 0 || static_cast<TimestampTz>(current) < floor) &&
-         !pg_atomic_compare_exchange_u64(&shared->floor, &current, wanted)) {
-  }
-  // Before the caller reads which transactions run (see relay_enqueue_floor).
-  pg_memory_barrier();
+  SpinLockRelease(&slot.mutex);
 }
 
-TimestampTz relay_enqueue_floor(Oid database) {
-  if (shared == nullptr) return DT_NOBEGIN;
-  // This transaction's virtual xid is visible to a relay before it reads the floor: either
-  // the relay that published a floor sees the transaction running, or this sees the floor.
-  pg_memory_barrier();
-  if (pg_atomic_read_u32(&shared->floor_database) != database) return DT_NOBEGIN;
-  pg_read_barrier();
-  const uint64 floor = pg_atomic_read_u64(&shared->floor);
-  return floor == 0 ? DT_NOBEGIN : static_cast<TimestampTz>(floor);
+bool relay_worker_running(Oid database, int worker) {
+  for (int i = 0; i < relay_slot_count(); ++i) {
+    Slot& slot = shared->slot[i];
+    SpinLockAcquire(&slot.mutex);
+    const bool running = slot.in_use && slot.database == database && slot.worker == worker;
+    SpinLockRelease(&slot.mutex);
+    if (running) return true;
+  }
+  return false;
 }
 
-uint32 relay_config_generation() {
-  return shared == nullptr ? 0 : pg_atomic_read_u32(&shared->config_generation);
+void relay_stop_database(Oid database) {
+  for (int i = 0; i < relay_slot_count(); ++i) {
+    Slot& slot = shared->slot[i];
+    SpinLockAcquire(&slot.mutex);
+    const pid_t pid = slot.in_use && slot.database == database ? slot.counters.pid : 0;
+    SpinLockRelease(&slot.mutex);
+    if (pid != 0) (void)kill(pid, SIGTERM);
+  }
 }
 
 void relay_wake_at_commit(bool config_changed) {
@@ -269,29 +287,6 @@ void relay_wake_owner_at_commit(Datum aggregatetype, Datum aggregateid) {
 }
 
 void relay_register_xact_callback() { RegisterXactCallback(xact_callback, nullptr); }
-
-namespace {
-// A plain C hook: no C++ object lives in its frame, so an ERROR may pass through it.
-void process_utility(PlannedStmt* pstmt, const char* query, bool read_only_tree,
-                     ProcessUtilityContext context, ParamListInfo params, QueryEnvironment* env,
-                     DestReceiver* dest, QueryCompletion* qc) {
-  Node* stmt = pstmt->utilityStmt;
-  if (IsA(stmt, TransactionStmt) &&
-      reinterpret_cast<TransactionStmt*>(stmt)->kind == TRANS_STMT_COMMIT_PREPARED) {
-    relay_wake_at_commit(false);  // the prepared transaction's own wake-up was dropped at PREPARE
-  }
-  if (prev_process_utility != nullptr) {
-    prev_process_utility(pstmt, query, read_only_tree, context, params, env, dest, qc);
-  } else {
-    standard_ProcessUtility(pstmt, query, read_only_tree, context, params, env, dest, qc);
-  }
-}
-}  // namespace
-
-void relay_register_commit_prepared_hook() {
-  prev_process_utility = ProcessUtility_hook;
-  ProcessUtility_hook = process_utility;
-}
 
 }  // namespace outbox::pg
 

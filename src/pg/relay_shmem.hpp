@@ -1,21 +1,25 @@
-// Shared memory of the relay: one slot per worker (state and counters for outbox.status,
-// the latch that wakes it, and what the launcher says while no relay runs in it), plus the
-// sink configuration generation.
+// Shared memory of the relay: one slot per relay worker of the cluster (outbox.max_workers
+// of them), each assigned by the launcher to a worker of one database: its state and
+// counters for outbox.status, the latch that wakes it, and what the launcher says while no
+// relay runs in it. What a database's relays share is in pg/relay_databases.hpp.
 //
 // Wake at commit: a transaction that enqueued sets a flag; at COMMIT a transaction callback
-// sets the relay workers' latches (pg_net's model). No NOTIFY: it serialises committers on a
-// global lock (measured here: -40 % writer throughput at 8 writers, -55 % at 32). A commit
-// that asked for a configuration reload (relay_wake_at_commit(true): configure_sink,
-// unconfigure_sink, CREATE EXTENSION, DROP EXTENSION) moves the configuration generation and
-// sets every relay's latch; a commit that only enqueued sets the latches of the relays that
-// want commit wake-ups (a relay with no sink, or one that lets commits gather, does not).
+// sets the latches of its database's relay workers (pg_net's model). No NOTIFY: it
+// serialises committers on a global lock (measured here: -40 % writer throughput at 8
+// writers, -55 % at 32). A commit that asked for a configuration reload
+// (relay_wake_at_commit(true): configure_sink, unconfigure_sink, CREATE EXTENSION, DROP
+// EXTENSION) moves its database's configuration generation and sets the latch of every
+// relay of that database; a commit that only enqueued sets the latches of the relays that
+// own its shards and want commit wake-ups (a relay with no sink, or one that lets commits
+// gather, does not).
 #pragma once
 
 #include "pg/postgres.hpp"
 
 namespace outbox::pg {
 
-constexpr int kMaxWorkers = 32;
+constexpr int kMaxWorkers = 32;      // per database (outbox.workers)
+constexpr int kMaxRelaySlots = 256;  // in the cluster (outbox.max_workers)
 
 enum class WorkerState {
   kStarting,
@@ -23,7 +27,6 @@ enum class WorkerState {
   kSending,
   kBackoff,
   kUnconfigured,
-  kWaitingForExtension,
   kWaitingForUpdate,
   kWaitingForStandbys,
   kStopped
@@ -48,6 +51,8 @@ struct WorkerCounters {
 
 // A consistent copy of one slot, for outbox.status.
 struct SlotView {
+  Oid database;             // assigned by the launcher; InvalidOid: free
+  int worker;               // the relay's number in its database, from 0
   bool in_use;              // a relay runs in it
   WorkerCounters counters;  // the relay's, or the last ones of the relay that ran in it
   TimestampTz restart_at;   // set by the launcher while no relay runs: when it starts one
@@ -58,7 +63,7 @@ struct SlotView {
 bool relay_shmem_available();
 
 // _PG_init (preload only): reserve the segment and install the hooks.
-void relay_shmem_request(int workers);
+void relay_shmem_request(int slots);
 
 // Called by a worker at start and exit. Detaching keeps the counters (state kStopped), with
 // `why` (if not null) as the last error.
@@ -74,24 +79,26 @@ void relay_worker_wake_on_commit(int index, bool wake);
 // Worker side: the shards (a mask of 64) whose commits wake it: all of them from attach on,
 // then those it owns. A commit wakes only the owners of its events' shards.
 void relay_worker_wake_shards(int index, uint64 shards);
-// Launcher side: whether a relay runs in the slot; why none does and when one starts.
+// Launcher side: which database's worker the slot is for (InvalidOid frees it); whether a
+// relay runs in it; why none does and when one starts.
+void relay_slot_assign(int index, Oid database, int worker);
 bool relay_slot_in_use(int index);
+// Launcher side, once the postmaster says the slot's relay has exited: whether it stopped
+// after an error. One that exited without detaching (a FATAL) did, and no longer holds the
+// slot.
+bool relay_slot_stopped(int index);
 void relay_slot_explain(int index, const char* detail, TimestampTz restart_at);
 // Reader side: a consistent copy of one slot.
 SlotView relay_slot_read(int index);
-int relay_worker_count();
+int relay_slot_count();
+// Whether worker `worker` of the database runs (shard ownership, relay/ownership.cpp).
+bool relay_worker_running(Oid database, int worker);
+// Sends SIGTERM to every relay of the database: each stops after its current step, and what
+// it had not delivered is sent again by the next relay (at least once).
+void relay_stop_database(Oid database);
 
-uint32 relay_config_generation();
-
-// The sealed partitions' floor (docs/design.md, "Sealed partitions"). The relay publishes
-// the bound it is about to seal below, before it reads which transactions run; enqueue in
-// that database routes no event below it (relay_enqueue_floor, DT_NOBEGIN when there is
-// none). It only goes up, until the server restarts.
-void relay_publish_floor(Oid database, TimestampTz floor);
-TimestampTz relay_enqueue_floor(Oid database);
-
-// Backend side: ask for a wake-up of every relay (and, for configure_sink, a configuration
-// reload) at the commit of the current transaction. Cheap: only sets flags.
+// Backend side: ask for a wake-up of every relay of this database (and, for configure_sink,
+// a configuration reload) at the commit of the current transaction. Cheap: only sets flags.
 void relay_wake_at_commit(bool config_changed);
 // Backend side: ask for a wake-up, at commit, of the relay that owns the shard of this key
 // (enqueue; text Datums). Raises PostgreSQL errors: call inside guard().
@@ -100,8 +107,8 @@ void relay_wake_owner_at_commit(Datum aggregatetype, Datum aggregateid);
 // Registers the transaction callback; called once from _PG_init.
 void relay_register_xact_callback();
 
-// Preload only: COMMIT PREPARED wakes the relay too (its transaction enqueued in another
-// session, or long ago).
-void relay_register_commit_prepared_hook();
+// Preload only: the ProcessUtility hook of pg/database_commands.cpp (DROP DATABASE and the
+// commands like it; COMMIT PREPARED's wake-up).
+void relay_register_database_commands();
 
 }  // namespace outbox::pg

@@ -1,6 +1,7 @@
 #include "pg/settings.hpp"
 
 #include "pg/boundary.hpp"
+#include "pg/relay_shmem.hpp"
 
 namespace outbox::pg {
 
@@ -14,6 +15,7 @@ Settings settings = {
     /* partition_fillfactor */ 100,
     /* database */ nullptr,
     /* workers */ 1,
+    /* max_workers */ 4,
     /* ordering */ kOrderingKey,
     /* batch_size */ 1000,
     /* batch_max_bytes */ 16 * 1024 * 1024,
@@ -170,14 +172,21 @@ void define_settings() {
   // there is no relay for them to configure.
   if (process_shared_preload_libraries_in_progress) {
     DefineCustomStringVariable(
-        "outbox.database", "Database the relay works in.",
-        "The relay reads outbox.events and outbox.sink_config there. Needs a restart.",
-        &settings.database, "postgres", PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
-    DefineCustomIntVariable("outbox.workers", "Number of relay background workers.",
+        "outbox.database", "Restricts the relay to one database.",
+        "Empty (the default): relays run in every database that has the extension. Needs a "
+        "restart.",
+        &settings.database, "", PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+    DefineCustomIntVariable("outbox.workers", "Number of relay workers in each database.",
                             "Events of one key keep their order with any number. 0 disables "
                             "the relay. Needs a restart.",
-                            &settings.workers, settings.workers, 0, 32, PGC_POSTMASTER, 0, nullptr,
-                            nullptr, nullptr);
+                            &settings.workers, settings.workers, 0, kMaxWorkers, PGC_POSTMASTER, 0,
+                            nullptr, nullptr, nullptr);
+    DefineCustomIntVariable(
+        "outbox.max_workers", "Most relay workers in the whole cluster.",
+        "Each takes a background-worker slot (max_worker_processes), and the launcher one more. "
+        "Every database with the extension gets one before any gets a second. Needs a restart.",
+        &settings.max_workers, settings.max_workers, 0, kMaxRelaySlots, PGC_POSTMASTER, 0, nullptr,
+        nullptr, nullptr);
     DefineCustomEnumVariable(
         "outbox.ordering", "Retired: the relay keeps the order of each key's events.",
         "Keys hash to 64 shards, each sent by one worker at a time, and a retrying event holds "

@@ -12,9 +12,10 @@ struct Settings {
   int rotate_lock_timeout_ms;
   int partition_fillfactor;
   // Relay (background workers; need shared_preload_libraries).
-  char* database;
-  int workers;
-  int ordering;  // Ordering: retired (none means key); read only to warn
+  char* database;   // empty: every database that has the extension
+  int workers;      // per database
+  int max_workers;  // in the cluster
+  int ordering;     // Ordering: retired (none means key); read only to warn
   int batch_size;
   int batch_max_bytes;
   int poll_interval_ms;

@@ -1,14 +1,16 @@
 // The launcher: one background worker, registered at server start, that starts the relay
-// workers and starts them again when they stop.
+// workers of every database that has the extension, and starts them again when they stop.
 //
 // Why not register the relays themselves at server start: a worker that exits is either
-// restarted by the postmaster every bgw_restart_time, whatever the cause (a database that
-// does not exist logged a FATAL every 5 s, forever), or never again (pg_terminate_backend on
-// the relay stopped it until the next server restart). The launcher connects to no database;
-// it looks the relay's database up in pg_database, says once and clearly when it is missing,
-// and looks again at doubling intervals; it starts each relay as a dynamic worker that it
-// watches, and starts one again after it stops, sooner if it had run for a while. What it
-// decides is in the relay's shared-memory slot, for outbox.status.
+// restarted by the postmaster every bgw_restart_time, whatever the cause, or never again.
+// The launcher connects to no database. It reads pg_database at start, when a session
+// pokes it (a commit of CREATE EXTENSION or configure_sink, DROP DATABASE and its kind:
+// pg/database_commands.cpp) and every minute. In a database it has not seen a relay in, it
+// starts one relay: that relay finds the extension, or marks the database absent and exits,
+// and costs nothing more until CREATE EXTENSION. Each database gets one relay before any
+// gets a second, within outbox.max_workers. It watches each relay as a dynamic worker, and
+// starts one again after it stops, sooner if it had run for a while. What it decides is in
+// the slots and the database entries, for outbox.status.
 #include <algorithm>
 
 #include "relay/launcher.hpp"
@@ -19,11 +21,6 @@
 #include "pg/settings.hpp"
 
 extern "C" {
-#include "access/heapam.h"
-#include "access/table.h"
-#include "access/tableam.h"
-#include "catalog/pg_database.h"
-#include "utils/snapmgr.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
@@ -46,12 +43,14 @@ constexpr int64 kMaxDelayUs = kMaxDelayMs * int64{1000};
 // A relay that ran at least this long before it stopped is started again after
 // kFirstDelayUs; one that stopped sooner waits twice as long as the last time.
 constexpr int64 kHealthyRunUs = 60 * 1000 * 1000;
+constexpr int64 kScanEveryUs = 60 * 1000 * 1000;
 
 // The back-off of the attempt-th failure in a row (core/pacing.hpp), in microseconds.
 int64 backoff_us(int attempt) {
   return pacing::backoff_ms(kFirstDelayMs, kMaxDelayMs, attempt) * int64{1000};
 }
 
+// The launcher's side of a slot.
 struct Relay {
   BackgroundWorkerHandle* handle = nullptr;
   TimestampTz started_at = 0;
@@ -62,9 +61,10 @@ struct Relay {
 class Launcher {
  public:
   void run() {
-    const int n = relay_worker_count();
-    relays_ = static_cast<Relay*>(guard([n] { return palloc0(sizeof(Relay) * n); }));
-    for (int i = 0; i < n; ++i) relays_[i] = Relay{};
+    relay_launcher_attach();
+    relays_.resize(relay_slot_count());
+    uint32 pokes = relay_launcher_pokes() - 1;  // read pg_database at once
+    TimestampTz scanned_at = 0;
     while (!ShutdownRequestPending) {
       guard([] {
         if (ConfigReloadPending) {
@@ -72,11 +72,14 @@ class Launcher {
           ProcessConfigFile(PGC_SIGHUP);
         }
       });
-      const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
-      int64 wait_us = kMaxDelayUs;
-      for (int i = 0; i < n && !ShutdownRequestPending; ++i) {
-        wait_us = std::min(wait_us, tend(i, now));
+      TimestampTz now = guard([] { return GetCurrentTimestamp(); });
+      if (relay_launcher_pokes() != pokes || now - scanned_at >= kScanEveryUs) {
+        pokes = relay_launcher_pokes();
+        databases_ = scan_databases();
+        scanned_at = now;
+        track();
       }
+      const int64 wait_us = std::min(plan(), kScanEveryUs - (now - scanned_at));
       guard([wait_us] {
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
                         std::max<int64>(1, wait_us / 1000), PG_WAIT_EXTENSION);
@@ -87,126 +90,224 @@ class Launcher {
   }
 
  private:
-  // Looks after relay i; returns how soon it needs looking at again (the postmaster also
-  // wakes the launcher when a relay it started starts or stops).
+  const ClusterDatabase* database(Oid oid) const {
+    for (const ClusterDatabase& d : databases_) {
+      if (d.oid == oid) return &d;
+    }
+    return nullptr;
+  }
+
+  // Entries for the databases that may have relays; none for those that are gone.
+  void track() {
+    restricted_to_missing();
+    for (const ClusterDatabase& d : databases_) {
+      if (d.connectable && !relay_database_track(d.oid) && !full_logged_) {
+        full_logged_ = true;
+        guard([] {
+          ereport(WARNING, (errmsg("outbox launcher: more than %d databases; relays run only in "
+                                   "the first %d it found",
+                                   kMaxDatabases, kMaxDatabases)));
+        });
+      }
+    }
+    Oid tracked[kMaxDatabases];
+    const int n = relay_database_list(tracked, kMaxDatabases);
+    for (int i = 0; i < n; ++i) {
+      if (database(tracked[i]) == nullptr && !assigned(tracked[i])) {
+        relay_database_forget(tracked[i]);
+      }
+    }
+  }
+
+  // outbox.database names a database that does not exist: said once, and again when it
+  // exists.
+  void restricted_to_missing() {
+    const char* name = settings.database;
+    if (name[0] == '\0') return;
+    bool exists = false;
+    for (const ClusterDatabase& d : databases_) exists = exists || strcmp(d.name, name) == 0;
+    if (exists && missing_logged_) {
+      guard([name] {
+        ereport(LOG,
+                (errmsg("outbox launcher: database \"%s\" exists now; starting the relay", name)));
+      });
+    } else if (!exists && !missing_logged_) {
+      guard([name] {
+        ereport(WARNING,
+                (errmsg("outbox launcher: database \"%s\" (outbox.database) does not exist; no "
+                        "relay runs",
+                        name),
+                 errhint("Create it, or empty outbox.database (relays in every database that has "
+                         "the extension) and restart the server. The launcher logs when it finds "
+                         "it.")));
+      });
+    }
+    missing_logged_ = !exists;
+  }
+
+  bool assigned(Oid oid) const {
+    for (int i = 0; i < relay_slot_count(); ++i) {
+      if (relay_slot_read(i).database == oid) return true;
+    }
+    return false;
+  }
+
+  // How many relays the database should have now. Until one of its relays has found the
+  // extension, one: it looks.
+  int wanted(const ClusterDatabase& d, const DatabaseView& view, bool found) const {
+    if (!d.connectable || !view.tracked || view.absent || view.paused) return 0;
+    return found ? settings.workers : 1;
+  }
+
+  // Tends every slot, frees those no database wants, gives free ones to the databases that
+  // want more relays, one each in turn; returns how soon to look again.
+  int64 plan() {
+    const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
+    const int n = relay_slot_count();
+    int64 wait_us = kMaxDelayUs;
+    std::vector<SlotView> slots(n);
+    for (int i = 0; i < n; ++i) {
+      watch(i, now);
+      slots[i] = relay_slot_read(i);
+    }
+    struct Want {
+      const ClusterDatabase* d;
+      int wanted;
+      std::vector<bool> has;
+    };
+    std::vector<Want> wants;
+    for (const ClusterDatabase& d : databases_) {
+      const DatabaseView view = relay_database_read(d.oid);
+      bool found = false;
+      for (const SlotView& s : slots) {
+        found = found ||
+                (s.database == d.oid && s.in_use && s.counters.state != WorkerState::kStarting);
+      }
+      wants.push_back(Want{&d, wanted(d, view, found), std::vector<bool>(settings.workers, false)});
+      if (view.tracked) {
+        relay_database_note(d.oid, view.paused      ? DatabaseNote::kPaused
+                                   : !d.connectable ? DatabaseNote::kNotConnectable
+                                                    : DatabaseNote::kNone);
+      }
+    }
+    // Free what is not wanted any more.
+    for (int i = 0; i < n; ++i) {
+      if (!OidIsValid(slots[i].database)) continue;
+      Want* want = nullptr;
+      for (Want& w : wants) {
+        if (w.d->oid == slots[i].database) want = &w;
+      }
+      const bool keep = want != nullptr && slots[i].worker < want->wanted;
+      if (keep) {
+        want->has[slots[i].worker] = true;
+        continue;
+      }
+      if (slots[i].in_use || relays_[i].handle != nullptr) {
+        // A database that takes no connections any more, or is a template now.
+        const ClusterDatabase* d = database(slots[i].database);
+        if (d != nullptr && !d->connectable) relay_stop_database(d->oid);
+        wait_us = std::min(wait_us, kFirstDelayUs);
+        continue;
+      }
+      relay_slot_assign(i, InvalidOid, 0);
+      relays_[i] = Relay{};
+      slots[i].database = InvalidOid;
+    }
+    // Give the free slots out: worker 0 of every database first, then worker 1, ...
+    for (int worker = 0; worker < settings.workers; ++worker) {
+      for (Want& w : wants) {
+        if (worker >= w.wanted || w.has[worker]) continue;
+        int free = -1;
+        for (int i = 0; i < n && free < 0; ++i) {
+          if (!OidIsValid(slots[i].database)) free = i;
+        }
+        if (free < 0) {
+          relay_database_note(w.d->oid, DatabaseNote::kNoWorkerLeft);
+          continue;
+        }
+        relay_slot_assign(free, w.d->oid, worker);
+        relays_[free] = Relay{};
+        slots[free].database = w.d->oid;
+        w.has[worker] = true;
+      }
+    }
+    for (int i = 0; i < n; ++i) {
+      if (OidIsValid(slots[i].database)) wait_us = std::min(wait_us, tend(i, now));
+    }
+    return wait_us;
+  }
+
+  // Notices that slot i's relay stopped.
+  void watch(int i, TimestampTz now) {
+    Relay& relay = relays_[i];
+    if (relay.handle == nullptr) return;
+    pid_t pid;
+    const BgwHandleStatus status =
+        guard([&] { return GetBackgroundWorkerPid(relay.handle, &pid); });
+    if (status == BGWH_STARTED || status == BGWH_NOT_YET_STARTED) return;
+    guard([&] { pfree(relay.handle); });
+    relay.handle = nullptr;
+    // Stopped on request (SIGTERM: a database command, pg_terminate_backend) or because the
+    // extension is gone: started again at once if it is still wanted.
+    if (!relay_slot_stopped(i)) {
+      relay.failures = 0;
+      relay.start_at = now;
+      return;
+    }
+    relay.failures = now - relay.started_at >= kHealthyRunUs ? 1 : relay.failures + 1;
+    relay.start_at = now + backoff_us(relay.failures);
+    relay_slot_explain(i, "the relay stopped; the launcher starts it again at backoff_until",
+                       relay.start_at);
+  }
+
+  // Starts slot i's relay when it is due; returns how soon to look again (the postmaster
+  // also wakes the launcher when a relay it started starts or stops).
   int64 tend(int i, TimestampTz now) {
     Relay& relay = relays_[i];
-    if (relay.handle != nullptr) {
-      pid_t pid;
-      const BgwHandleStatus status =
-          guard([&] { return GetBackgroundWorkerPid(relay.handle, &pid); });
-      if (status == BGWH_STARTED || status == BGWH_NOT_YET_STARTED) return kMaxDelayUs;
-      guard([&] { pfree(relay.handle); });
-      relay.handle = nullptr;
-      relay.failures = now - relay.started_at >= kHealthyRunUs ? 1 : relay.failures + 1;
-      relay.start_at = now + backoff_us(relay.failures);
-      explain(i, "the relay stopped; the launcher starts it again at backoff_until",
-              relay.start_at);
-    }
+    if (relay.handle != nullptr) return kMaxDelayUs;
     // A relay started by an earlier launcher (one that was terminated) may still run.
     if (relay_slot_in_use(i)) return kFirstDelayUs;
     if (now < relay.start_at) return relay.start_at - now;
-
-    const Oid database = find_database(now);
-    if (!OidIsValid(database)) {
-      explain(i, database_missing_, database_look_at_);
-      return database_look_at_ - now;
-    }
-    if (!start(i, database)) {
+    const SlotView slot = relay_slot_read(i);
+    const ClusterDatabase* d = database(slot.database);
+    if (d == nullptr) return kFirstDelayUs;
+    if (!start(i, *d, slot.worker)) {
       relay.start_at = now + backoff_us(++relay.failures);
-      explain(i,
-              "no background worker slot is free: raise max_worker_processes (the relay needs "
-              "outbox.workers of them, plus one for the launcher)",
-              relay.start_at);
+      relay_slot_explain(i,
+                         "no background worker slot is free: raise max_worker_processes (the "
+                         "relays need outbox.max_workers of them, plus one for the launcher)",
+                         relay.start_at);
       return relay.start_at - now;
     }
     relay.started_at = now;
     return kMaxDelayUs;
   }
 
-  // The relay's database, looked up at most once per pass; InvalidOid while it does not
-  // exist (then logged once, and looked up again at doubling intervals).
-  Oid find_database(TimestampTz now) {
-    if (now < database_look_at_) return InvalidOid;
-    const char* name = settings.database;
-    const Oid oid = guard([name] { return lookup_database(name); });
-    if (OidIsValid(oid)) {
-      if (database_misses_ != 0) {
-        guard([name] {
-          ereport(LOG, (errmsg("outbox launcher: database \"%s\" exists now; starting the relay",
-                               name)));
-        });
-      }
-      database_misses_ = 0;
-      return oid;
-    }
-    if (database_misses_ == 0) {
-      guard([name] {
-        ereport(WARNING,
-                (errmsg("outbox launcher: database \"%s\" (outbox.database) does not exist; no "
-                        "relay runs",
-                        name),
-                 errhint("Set outbox.database to the database where CREATE EXTENSION outbox ran, "
-                         "and restart the server; or create the database. The launcher looks "
-                         "for it again every minute at most, and logs when it finds it.")));
-      });
-    }
-    database_look_at_ = now + backoff_us(++database_misses_);
-    snprintf(database_missing_, sizeof(database_missing_),
-             "database \"%s\" (outbox.database) does not exist", name);
-    return InvalidOid;
-  }
-
-  // Runs inside guard(). A heap scan of pg_database, as the autovacuum launcher does: with
-  // no database selected, only the shared catalogs' heaps can be read, not their indexes.
-  static Oid lookup_database(const char* name) {
-    StartTransactionCommand();
-    (void)GetTransactionSnapshot();
-    Relation rel = table_open(DatabaseRelationId, AccessShareLock);
-    TableScanDesc scan = table_beginscan_catalog(rel, 0, nullptr);
-    Oid found = InvalidOid;
-    for (HeapTuple tuple; (tuple = heap_getnext(scan, ForwardScanDirection)) != nullptr;) {
-      const auto* db = reinterpret_cast<Form_pg_database>(GETSTRUCT(tuple));
-      if (strcmp(NameStr(db->datname), name) == 0) {
-        found = db->oid;
-        break;
-      }
-    }
-    table_endscan(scan);
-    table_close(rel, AccessShareLock);
-    CommitTransactionCommand();
-    return found;
-  }
-
-  bool start(int i, Oid database) {
-    BackgroundWorker worker;
-    memset(&worker, 0, sizeof(worker));
-    worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-    worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-    worker.bgw_restart_time = BGW_NEVER_RESTART;  // the launcher does it
-    snprintf(worker.bgw_library_name, BGW_MAXLEN, "outbox");
-    snprintf(worker.bgw_function_name, BGW_MAXLEN, "outbox_relay_main");
-    snprintf(worker.bgw_name, BGW_MAXLEN, "outbox relay %d", i + 1);
-    snprintf(worker.bgw_type, BGW_MAXLEN, "outbox relay");
-    worker.bgw_main_arg = Int32GetDatum(i);
-    memcpy(worker.bgw_extra, &database, sizeof(database));
-    worker.bgw_notify_pid = MyProcPid;
+  bool start(int i, const ClusterDatabase& d, int worker) {
+    BackgroundWorker bgw;
+    memset(&bgw, 0, sizeof(bgw));
+    bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+    bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+    bgw.bgw_restart_time = BGW_NEVER_RESTART;  // the launcher does it
+    snprintf(bgw.bgw_library_name, BGW_MAXLEN, "outbox");
+    snprintf(bgw.bgw_function_name, BGW_MAXLEN, "outbox_relay_main");
+    snprintf(bgw.bgw_name, BGW_MAXLEN, "outbox relay %d in %s", worker + 1, d.name);
+    snprintf(bgw.bgw_type, BGW_MAXLEN, "outbox relay");
+    bgw.bgw_main_arg = Int32GetDatum(i);
+    const RelayStart what{d.oid, worker};
+    memcpy(bgw.bgw_extra, &what, sizeof(what));
+    bgw.bgw_notify_pid = MyProcPid;
     BackgroundWorkerHandle* handle = nullptr;
-    const bool registered =
-        guard([&] { return RegisterDynamicBackgroundWorker(&worker, &handle); });
+    const bool registered = guard([&] { return RegisterDynamicBackgroundWorker(&bgw, &handle); });
     relays_[i].handle = registered ? handle : nullptr;
-    if (registered) explain(i, "starting", 0);
+    if (registered) relay_slot_explain(i, "starting", 0);
     return registered;
   }
 
-  static void explain(int i, const char* detail, TimestampTz restart_at) {
-    relay_slot_explain(i, detail, restart_at);
-  }
-
-  Relay* relays_ = nullptr;
-  int database_misses_ = 0;  // lookups in a row that did not find it; 0: found the last time
-  TimestampTz database_look_at_ = 0;
-  char database_missing_[NAMEDATALEN + 64] = {};
+  std::vector<Relay> relays_;
+  std::vector<ClusterDatabase> databases_;
+  bool full_logged_ = false;
+  bool missing_logged_ = false;
 };
 
 }  // namespace

@@ -6,7 +6,9 @@
 #include "relay/relay.hpp"
 
 #include "pg/boundary.hpp"
+#include "pg/relay_databases.hpp"
 #include "pg/settings.hpp"
+#include "relay/launcher.hpp"
 
 extern "C" {
 #include "pgstat.h"
@@ -19,11 +21,11 @@ extern "C" {
 
 namespace outbox::pg::relay {
 
-Relay::Relay(int index)
-    : index_(index),
+Relay::Relay(int slot, int worker)
+    : slot_(slot),
       rng_(static_cast<uint64>(MyProcPid) * 2654435761u),
-      report_(index),
-      ownership_(index) {}
+      report_(slot, worker),
+      ownership_(slot, worker) {}
 
 void Relay::run() {
   iteration_ = guard([] {
@@ -47,6 +49,8 @@ void Relay::run() {
       }
     });
     const Pause pause = step();
+    // A database without the extension: the session told the launcher, and the relay exits.
+    if (session_.absent()) break;
     session_.write_log();
     wait(pause);
   }
@@ -192,21 +196,21 @@ void Relay::wait(Pause pause) {
 // In the relay's shared-memory slot, read by every commit that enqueued (pg/relay_shmem.hpp).
 void Relay::wake_on_commit(bool wake) {
   if (wake == wake_on_commit_) return;
-  relay_worker_wake_on_commit(index_, wake);
+  relay_worker_wake_on_commit(slot_, wake);
   wake_on_commit_ = wake;
 }
 
 }  // namespace outbox::pg::relay
 
 void outbox_relay_main(Datum arg) {
-  const int index = DatumGetInt32(arg);
+  const int slot = DatumGetInt32(arg);
   pqsignal(SIGHUP, SignalHandlerForConfigReload);
   pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
   BackgroundWorkerUnblockSignals();
   // The launcher found the database and passes its oid (relay/launcher.cpp).
-  Oid database;
-  memcpy(&database, MyBgworkerEntry->bgw_extra, sizeof(database));
-  BackgroundWorkerInitializeConnectionByOid(database, InvalidOid, 0);
+  outbox::pg::relay::RelayStart start;
+  memcpy(&start, MyBgworkerEntry->bgw_extra, sizeof(start));
+  BackgroundWorkerInitializeConnectionByOid(start.database, InvalidOid, 0);
   pgstat_report_appname("outbox relay");
   // The relay's own commits (the published marks) need not wait for the WAL flush: if a
   // crash loses the last ones, those events are sent again, which at-least-once delivery
@@ -223,7 +227,13 @@ void outbox_relay_main(Datum arg) {
   // Each statement needs a new snapshot: the low-water mark reads the sequence and then
   // needs a snapshot taken after it.
   SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
-  outbox::pg::relay_worker_attach(index);
+  outbox::pg::relay_worker_attach(slot);
+  // A session that needs the database to itself (pg/database_commands.cpp) paused it before
+  // this attached, or sends this relay SIGTERM: either way it leaves.
+  if (outbox::pg::relay_database_paused(MyDatabaseId)) {
+    outbox::pg::relay_worker_detach(slot, nullptr);
+    proc_exit(0);
+  }
 
   // Past this point errors are C++ exceptions. Anything that escapes the loop ends the
   // worker with exit code 1, and no other backend is disturbed (a death by signal would
@@ -231,7 +241,7 @@ void outbox_relay_main(Datum arg) {
   int exit_code = 0;
   char why[256] = "";
   try {
-    outbox::pg::relay::Relay relay(index);
+    outbox::pg::relay::Relay relay(slot, start.worker);
     relay.run();
   } catch (const outbox::pg::PgError& e) {
     snprintf(why, sizeof(why), "stopped after an error: %s", e.what());
@@ -239,14 +249,14 @@ void outbox_relay_main(Datum arg) {
     exit_code = 1;
   } catch (const std::exception& e) {
     snprintf(why, sizeof(why), "stopped after an unexpected error: %s", e.what());
-    elog(LOG, "outbox relay %d: %s", index + 1, why);
+    elog(LOG, "outbox relay %d: %s", start.worker + 1, why);
     exit_code = 1;
   } catch (...) {
     snprintf(why, sizeof(why), "stopped after an unexpected error");
-    elog(LOG, "outbox relay %d: %s", index + 1, why);
+    elog(LOG, "outbox relay %d: %s", start.worker + 1, why);
     exit_code = 1;
   }
   // outbox.status shows why it stopped.
-  outbox::pg::relay_worker_detach(index, why[0] != '\0' ? why : nullptr);
+  outbox::pg::relay_worker_detach(slot, why[0] != '\0' ? why : nullptr);
   proc_exit(exit_code);
 }

@@ -17,15 +17,16 @@ constexpr int64 kRoundUs = 1000 * 1000;
 
 }  // namespace
 
-Ownership::Ownership(int index) : index_(index) { literal_ = shards::array_literal(owned_); }
+Ownership::Ownership(int slot, int worker) : slot_(slot), worker_(worker) {
+  literal_ = shards::array_literal(owned_);
+}
 
 bool Ownership::round(TimestampTz now) {
   if (now - round_at_ < kRoundUs && owned_ != 0 && round_at_ != 0) return false;
   round_at_ = now;
   const int workers = settings.workers;
-  const shards::Round plan = shards::plan_round(index_, workers, owned_, [](int w) {
-    return w >= 0 && w < relay_worker_count() && relay_slot_in_use(w);
-  });
+  const shards::Round plan = shards::plan_round(
+      worker_, workers, owned_, [](int w) { return relay_worker_running(MyDatabaseId, w); });
   if (plan.claim == 0 && plan.release == 0) return false;
   // One lock call at a time, the mask updated after each: it always says what the session
   // holds, even when a later call fails.
@@ -37,7 +38,7 @@ bool Ownership::round(TimestampTz now) {
   }
   const bool gained = (owned_ & ~before) != 0;
   if (owned_ != before) {
-    relay_worker_wake_shards(index_, owned_);  // before the fetch that sends them
+    relay_worker_wake_shards(slot_, owned_);  // before the fetch that sends them
     ++version_;
     predicate_ = shards::predicate(owned_);
     literal_ = shards::array_literal(owned_);

@@ -11,7 +11,7 @@ namespace outbox::pg::relay {
 // ownership.cpp: the shards whose events this relay sends, each held by its advisory lock.
 class Ownership {
  public:
-  explicit Ownership(int index);
+  Ownership(int slot, int worker);
   // At the start of a batch transaction, at most once a second (every pass while it owns
   // nothing): claims and gives back shards. True when it gained one: the mark must be read
   // again and the holds reloaded.
@@ -26,7 +26,8 @@ class Ownership {
   uint64 version() const { return version_; }
 
  private:
-  const int index_;
+  const int slot_;
+  const int worker_;
   shards::Mask owned_ = 0;
   std::string predicate_;
   std::string literal_;

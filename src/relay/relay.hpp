@@ -51,7 +51,8 @@ namespace outbox::pg::relay {
 // loop.cpp and pipeline.cpp: the worker.
 class Relay {
  public:
-  explicit Relay(int index);
+  // `slot`: its shared-memory slot; `worker`: its number in its database, from 0.
+  Relay(int slot, int worker);
   void run();
 
  private:
@@ -82,7 +83,7 @@ class Relay {
   bool make_durable(const Fetched& fetched);
   void abort_transaction();
 
-  const int index_;
+  const int slot_;
   std::mt19937_64 rng_;
   MemoryContext iteration_ = nullptr;
   // What the relay's shared-memory slot says: commits that enqueue set its latch.

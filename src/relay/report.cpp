@@ -11,7 +11,7 @@ void Report::publish(WorkerState state) {
   publish();
 }
 
-void Report::publish() { relay_worker_publish(index_, counters_); }
+void Report::publish() { relay_worker_publish(slot_, counters_); }
 
 void Report::record_error(const std::string& error) {
   snprintf(counters_.last_error, sizeof(counters_.last_error), "%s", error.c_str());

@@ -22,6 +22,7 @@
 
 #include "pg/boundary.hpp"
 #include "pg/delivery_log.hpp"
+#include "pg/relay_databases.hpp"
 #include "pg/relay_shmem.hpp"
 
 extern "C" {
@@ -109,7 +110,7 @@ bool Sealer::waiting(Oid partition, int64 low_water) const {
 }
 
 void Sealer::advance(TimestampTz now, int64 low_water) {
-  const uint32 generation = relay_config_generation();
+  const uint32 generation = relay_database_generation(MyDatabaseId);
   if (generation != generation_) {
     // outbox.requeue() may have put an event back into a sealed partition.
     generation_ = generation;

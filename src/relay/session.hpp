@@ -16,10 +16,11 @@ namespace outbox::pg::relay {
 // report.cpp: what outbox.status shows of this relay, in its shared-memory slot.
 class Report {
  public:
-  explicit Report(int index) : index_(index) {}
+  // `slot`: its shared-memory slot; `worker`: its number in its database, from 0.
+  Report(int slot, int worker) : slot_(slot), worker_(worker) {}
 
   // The relay's number in the server log ("outbox relay 1"), 1-based.
-  int number() const { return index_ + 1; }
+  int number() const { return worker_ + 1; }
   WorkerCounters& counters() { return counters_; }
   // Copies the counters to shared memory, with `state`, or the current one.
   void publish(WorkerState state);
@@ -32,7 +33,8 @@ class Report {
   void count(const BatchResult& result);
 
  private:
-  const int index_;
+  const int slot_;
+  const int worker_;
   WorkerCounters counters_{};
   int transient_passes_ = 0;  // passes in a row with transient failures
 };
@@ -53,6 +55,8 @@ class SinkSession {
   bool take_new_extension();
   // The configuration changed since ensure() read it.
   bool changed() const;
+  // ensure() found no extension in this database, and told the launcher: the relay exits.
+  bool absent() const { return absent_; }
   sinks::Sink& sink() { return *sink_; }
   const std::string& name() const { return name_; }
   // Destroys the sink (and with it, its client library's threads and buffers).
@@ -81,6 +85,7 @@ class SinkSession {
   // The installation of the extension the relay works for (pg_extension's oid).
   Oid extension_ = InvalidOid;
   bool new_extension_ = false;
+  bool absent_ = false;
   TimestampTz config_updated_at_ = 0;
   int isolation_ = -1;  // the outbox.sink_isolation sink_ was created with
 };

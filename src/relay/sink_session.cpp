@@ -4,6 +4,7 @@
 #include "relay/session.hpp"
 
 #include "pg/boundary.hpp"
+#include "pg/relay_databases.hpp"
 #include "pg/settings.hpp"
 #include "pg/sink_loader.hpp"
 #include "relay/spi.hpp"
@@ -23,13 +24,15 @@ SinkSession::SinkSession(Report& report) : report_(report) {}
 //    given up, and its events are sent again.
 bool SinkSession::WaitObserver::keep_waiting(std::string_view client_error) noexcept {
   report_.client_error(client_error);
-  return !ShutdownRequestPending && relay_config_generation() == generation_;
+  return !ShutdownRequestPending && relay_database_generation(MyDatabaseId) == generation_;
 }
 
-bool SinkSession::changed() const { return relay_config_generation() != generation_; }
+bool SinkSession::changed() const { return relay_database_generation(MyDatabaseId) != generation_; }
 
 bool SinkSession::ensure(MemoryContext iteration) {
-  const uint32 generation = relay_config_generation();
+  const uint32 generation = relay_database_generation(MyDatabaseId);
+  // Before the look: a CREATE EXTENSION that commits after it moves this on.
+  const uint32 requests = relay_database_requests(MyDatabaseId);
   // A reload that changed outbox.sink_isolation creates the sink again, where it now belongs.
   if (sink_ && isolation_ != settings.sink_isolation) sink_.reset();
   if (sink_ && generation == generation_ && sink_->usable()) return true;
@@ -84,9 +87,14 @@ bool SinkSession::ensure(MemoryContext iteration) {
     sink_.reset();
     name_.clear();
     report_.counters().sink[0] = '\0';
-    report_.publish(!config.has_extension ? WorkerState::kWaitingForExtension
-                    : config.needs_update ? WorkerState::kWaitingForUpdate
-                                          : WorkerState::kUnconfigured);
+    if (!config.has_extension) {
+      // Nothing to wait for here: the launcher starts relays again at CREATE EXTENSION.
+      relay_database_absent(MyDatabaseId, requests);
+      absent_ = true;
+      return false;
+    }
+    report_.publish(config.needs_update ? WorkerState::kWaitingForUpdate
+                                        : WorkerState::kUnconfigured);
     return false;
   }
   if (sink_ && name_ == config.name && config_updated_at_ == config.updated_at) return true;

@@ -1,7 +1,8 @@
 # The documentation's snippets, run as pasted: the README's Quick start (its postgresql.conf
 # lines and its SQL, in a fresh database "shop") publishes the event it enqueues, and the
-# pg_cron setup of docs/operations.md, run in database postgres, rotates "shop". The blocks
-# are the fenced blocks that follow a "<!-- test: NAME -->" line.
+# pg_cron setup of docs/operations.md, run in database postgres, rotates "shop"; its jobs for
+# several databases rotate "shop" and "billing". The blocks are the fenced blocks that follow
+# a "<!-- test: NAME -->" line.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -70,18 +71,25 @@ is($rc, 0, 'the application role enqueues in its own transaction') or diag($err)
 like($err, qr/permission denied/, 'and cannot read the events');
 
 SKIP: {
-	skip "pg_cron is not installed in $sharedir", 7 unless $have_cron;
+	skip "pg_cron is not installed in $sharedir", 11 unless $have_cron;
 
 	# The README's schedule line is the one docs/operations.md sets up.
 	my ($readme_line) = marked_blocks('README.md', 'pg_cron-readme');
 	ok(defined $readme_line && index($cron_sql[0], $readme_line =~ s/\n+\z//r) >= 0,
 		"the README's pg_cron line is in docs/operations.md's setup");
 
-	# Give rotation something to do: take away the newest partition of "shop".
-	my $newest = $node->safe_psql('shop',
-		q{SELECT name FROM outbox.partitions ORDER BY lower_bound DESC LIMIT 1});
-	$node->safe_psql('shop',
-		qq{ALTER TABLE outbox.events DETACH PARTITION outbox."$newest"; DROP TABLE outbox."$newest";});
+	# Give rotation something to do: take away the newest partition of "shop" and of a second
+	# database, "billing".
+	$node->safe_psql('postgres', 'CREATE DATABASE billing');
+	$node->safe_psql('billing', 'CREATE EXTENSION outbox');
+	my %newest;
+	for my $db (qw(shop billing)) {
+		$newest{$db} = $node->safe_psql($db,
+			q{SELECT name FROM outbox.partitions ORDER BY lower_bound DESC LIMIT 1});
+		$node->safe_psql($db,
+			qq{ALTER TABLE outbox.events DETACH PARTITION outbox."$newest{$db}"; DROP TABLE outbox."$newest{$db}";});
+	}
+	my $newest = $newest{shop};
 
 	($rc, $out, $err) = $node->psql('postgres', $cron_sql[0], on_error_stop => 1);
 	is($rc, 0, "docs/operations.md's pg_cron setup runs without error") or diag($err);
@@ -90,17 +98,36 @@ SKIP: {
 		"cron-history-cleanup postgres 30 3 * * *\noutbox-rotate shop */10 * * * *",
 		'the rotation is scheduled in database shop, the cleanup in postgres');
 
-	# Run it soon: in seconds where pg_cron has them (1.5 and later), else every minute
+	# The jobs for several databases, as pasted.
+	my ($databases_sql) = marked_blocks('docs/operations.md', 'pg_cron-databases');
+	($rc, $out, $err) = $node->psql('postgres', $databases_sql, on_error_stop => 1);
+	is($rc, 0, "docs/operations.md's jobs for several databases run without error") or diag($err);
+	is( $node->safe_psql('postgres',
+			q{SELECT string_agg(jobname || ' ' || database, ', ' ORDER BY jobname) FROM cron.job WHERE jobname LIKE 'outbox-rotate-%'}),
+		'outbox-rotate-billing billing, outbox-rotate-shop shop',
+		'a rotation job for each database');
+
+	# Run them soon: in seconds where pg_cron has them (1.5 and later), else every minute
 	# (1.4, Debian 12's).
 	my $jobid = $node->safe_psql('postgres',
 		q{SELECT jobid FROM cron.job WHERE jobname = 'outbox-rotate'});
-	my ($seconds_rc) = $node->psql('postgres',
-		qq{SELECT cron.alter_job($jobid, schedule => '2 seconds')});
-	$node->safe_psql('postgres', qq{SELECT cron.alter_job($jobid, schedule => '* * * * *')})
-	  if $seconds_rc != 0;
+	for my $job (split /\n/, $node->safe_psql('postgres',
+			q{SELECT jobid FROM cron.job WHERE jobname LIKE 'outbox-rotate%'})) {
+		my ($seconds_rc) = $node->psql('postgres',
+			qq{SELECT cron.alter_job($job, schedule => '2 seconds')});
+		$node->safe_psql('postgres', qq{SELECT cron.alter_job($job, schedule => '* * * * *')})
+		  if $seconds_rc != 0;
+	}
 	ok( $node->poll_query_until('postgres',
 			qq{SELECT count(*) > 0 FROM cron.job_run_details WHERE jobid = $jobid AND status IN ('succeeded', 'failed')}),
 		'pg_cron ran the rotation');
+	ok( $node->poll_query_until('postgres', q{
+			SELECT count(DISTINCT j.jobname) = 2 FROM cron.job_run_details r JOIN cron.job j USING (jobid)
+			 WHERE j.jobname LIKE 'outbox-rotate-%' AND r.status = 'succeeded'}),
+		'and the rotation of each database succeeded');
+	is( $node->safe_psql('billing',
+			qq{SELECT count(*) FROM pg_inherits WHERE inhparent = 'outbox.events'::regclass AND inhrelid = to_regclass('outbox."$newest{billing}"')}),
+		'1', 'the scheduled rotation made the missing partition again in billing');
 	is( $node->safe_psql('postgres',
 			qq{SELECT status FROM cron.job_run_details WHERE jobid = $jobid AND status IN ('succeeded', 'failed') ORDER BY runid LIMIT 1}),
 		'succeeded',

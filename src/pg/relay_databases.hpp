@@ -1,0 +1,73 @@
+// The databases the relay serves, in shared memory: an entry per database the launcher has
+// found (relay/launcher.cpp) or whose sink configuration changed. Each entry carries what
+// the sessions and relays of one database share, apart from other databases':
+//  - the sink configuration's generation: configure_sink, unconfigure_sink, CREATE and
+//    DROP EXTENSION move it at commit, and only that database's relays read their sink
+//    again;
+//  - the sealed partitions' floor (docs/design.md, "Sealed partitions");
+//  - whether the extension is there: a relay that finds none marks the database absent and
+//    exits; the next commit that changes the configuration (CREATE EXTENSION) makes it
+//    wanted again and wakes the launcher;
+//  - the sessions that need the database to themselves for a moment (DROP DATABASE,
+//    CREATE DATABASE ... TEMPLATE, ALTER DATABASE ... RENAME or SET TABLESPACE): while one
+//    runs, no relay starts there.
+#pragma once
+
+#include "pg/postgres.hpp"
+
+namespace outbox::pg {
+
+constexpr int kMaxDatabases = 512;
+
+// What the launcher decided for a database, shown by outbox.status while fewer relays run
+// there than outbox.workers.
+enum class DatabaseNote : uint32 { kNone, kNoWorkerLeft, kPaused, kNotConnectable };
+
+struct DatabaseView {
+  bool tracked;       // the database has an entry
+  bool absent;        // a relay found no extension there, and none was created since
+  bool paused;        // a session needs it to itself
+  DatabaseNote note;  // set by the launcher
+};
+
+// From relay_shmem.cpp's shared-memory hooks.
+Size relay_databases_size();
+void relay_databases_init();
+
+// Backend side, after the commit of a transaction that changed the sink configuration or
+// the extension: moves the database's generation, makes it wanted, wakes the launcher.
+void relay_database_changed(Oid database);
+// Backend side: no relay starts in the database until the matching resume (ProcessUtility
+// hook, pg/database_commands.cpp); wakes the launcher on resume.
+void relay_database_pause(Oid database);
+void relay_database_resume(Oid database);
+// Backend side: the launcher reads pg_database again (ALTER DATABASE ... ALLOW_CONNECTIONS).
+void relay_launcher_poke();
+
+// Relay side.
+uint32 relay_database_generation(Oid database);
+uint32 relay_database_requests(Oid database);
+// No extension was there when the relay read `requests` (before its look): unless a
+// CREATE EXTENSION committed since, the launcher starts no relay there again.
+void relay_database_absent(Oid database, uint32 requests);
+bool relay_database_paused(Oid database);
+
+// The sealed partitions' floor. The relay publishes the bound it is about to seal below,
+// before it reads which transactions run; enqueue in that database routes no event below it
+// (relay_enqueue_floor, DT_NOBEGIN when there is none). It only goes up, until the server
+// restarts.
+void relay_publish_floor(Oid database, TimestampTz floor);
+TimestampTz relay_enqueue_floor(Oid database);
+
+// Launcher side.
+void relay_launcher_attach();
+uint32 relay_launcher_pokes();            // moves whenever it should look again
+bool relay_database_track(Oid database);  // false when every entry is taken
+void relay_database_forget(Oid database);
+// The tracked databases, at most `max` of them; returns how many.
+int relay_database_list(Oid* out, int max);
+void relay_database_note(Oid database, DatabaseNote note);
+// Reader side (and the launcher).
+DatabaseView relay_database_read(Oid database);
+
+}  // namespace outbox::pg
