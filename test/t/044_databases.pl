@@ -8,7 +8,9 @@
 #    pids;
 #  - the clone gets relays of its own; a database past outbox.max_workers gets none, and
 #    its outbox.status says which setting to raise; it gets one when a slot frees;
-#  - kill -9 of one database's relay: every relay starts again.
+#  - a broken sink in one database does not hold up another's events;
+#  - kill -9 of one database's relay: every relay starts again;
+#  - DROP EXTENSION stops that database's relay only.
 # Every event of every remaining database reaches its own database's record_file (the ids,
 # as sets), and no other's.
 use strict;
@@ -166,7 +168,18 @@ $_->finish for @writers;
 my $now = relays();
 is_deeply([ @$now{qw(d4 d5)} ], [ @$undisturbed{qw(d4 d5)} ], "the writers' databases kept their relays");
 
-# 3. The cap: five relays run (d2..d6); a sixth database gets none, and says why.
+# 3. A broken sink in one database does not slow another: d5's sink finds every message
+# unavailable and backs off; d4's events flow meanwhile.
+q1('d5', q{SELECT outbox.configure_sink('null', '{"record_file": "d5.tsv", "unavailable_every": 1}')});
+enqueue('d5', 10);
+ok($node->poll_query_until('d5', q{SELECT state = 'backoff' FROM outbox.status}), 'a broken sink backs d5 off');
+enqueue('d4', 10);
+ok($node->poll_query_until('d4', q{SELECT count(*) = 0 FROM outbox.event_status WHERE published_at IS NULL}),
+	"d4's events flow meanwhile");
+is(q1('d5', q{SELECT state FROM outbox.status}), 'backoff', 'while d5 still backs off');
+q1('d5', q{SELECT outbox.configure_sink('null', '{"record_file": "d5.tsv"}')});
+
+# 4. The cap: five relays run (d2..d6); a sixth database gets none, and says why.
 add_database('d7');
 enqueue('d7', 20);
 ok( $node->poll_query_until('d7', q{
@@ -177,7 +190,7 @@ ok( $node->poll_query_until('d7', q{
 is($rc, 0, 'DROP DATABASE of the clone');
 wait_relay_in('d7', 'the freed slot goes to the database that had none');
 
-# 4. kill -9 of one database's relay: PostgreSQL restarts every process, and every database
+# 5. kill -9 of one database's relay: PostgreSQL restarts every process, and every database
 # gets its relay back.
 enqueue($_, 30) for qw(d2 d3r d4 d5 d7);
 kill 'KILL', relays()->{d4};
@@ -187,6 +200,17 @@ enqueue($_, 30) for qw(d2 d3r d4 d5 d7);
 delivered_as_sets($_, $_) for qw(d2 d4 d5 d7);
 delivered_as_sets('d3r', 'd3');
 is_deeply([ grep { !$d1_ids{$_} } @{ recorded('d1') } ], [], "the dropped database's file holds only its events");
+
+# 6. DROP EXTENSION: the database's relay leaves, and the others stay.
+$undisturbed = relays();
+q1('d5', 'DROP EXTENSION outbox');
+ok( $node->poll_query_until('postgres', q{
+		SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'outbox relay' AND datname = 'd5'}),
+	'DROP EXTENSION: the relay leaves');
+is(q1('d2', q{SELECT count(*) FROM outbox.cluster_status WHERE database = 'd5'}), '0',
+	'and outbox.cluster_status no longer lists the database');
+is_deeply([ @{ relays() }{qw(d2 d3r d4 d7)} ], [ @$undisturbed{qw(d2 d3r d4 d7)} ],
+	"the other databases' relays go on");
 
 $node->stop;
 done_testing();
