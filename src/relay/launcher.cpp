@@ -12,10 +12,12 @@
 // starts one again after it stops, sooner if it had run for a while. What it decides is in
 // the slots and the database entries, for outbox.status.
 #include <algorithm>
+#include <set>
 
 #include "relay/launcher.hpp"
 
 #include "core/pacing.hpp"
+#include "core/worker_budget.hpp"
 #include "pg/boundary.hpp"
 #include "pg/relay_shmem.hpp"
 #include "pg/settings.hpp"
@@ -110,6 +112,9 @@ class Launcher {
         });
       }
     }
+    for (auto it = found_.begin(); it != found_.end();) {
+      it = database(*it) != nullptr ? std::next(it) : found_.erase(it);
+    }
     Oid tracked[kMaxDatabases];
     const int n = relay_database_list(tracked, kMaxDatabases);
     for (int i = 0; i < n; ++i) {
@@ -154,85 +159,54 @@ class Launcher {
 
   // How many relays the database should have now. Until one of its relays has found the
   // extension, one: it looks.
-  int wanted(const ClusterDatabase& d, const DatabaseView& view, bool found) const {
+  int wanted(const ClusterDatabase& d, const DatabaseView& view) const {
     if (!d.connectable || !view.tracked || view.absent || view.paused) return 0;
-    return found ? settings.workers : 1;
+    return found_.count(d.oid) != 0 ? settings.workers : 1;
   }
 
-  // Tends every slot, frees those no database wants, gives free ones to the databases that
-  // want more relays, one each in turn; returns how soon to look again.
+  // Tends every slot, and shares the slots out among the databases that want relays
+  // (core/worker_budget.hpp); returns how soon to look again.
   int64 plan() {
     const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
     const int n = relay_slot_count();
-    int64 wait_us = kMaxDelayUs;
-    std::vector<SlotView> slots(n);
+    std::vector<budget::Slot> slots(n);
     for (int i = 0; i < n; ++i) {
       watch(i, now);
-      slots[i] = relay_slot_read(i);
+      const SlotView view = relay_slot_read(i);
+      slots[i] =
+          budget::Slot{view.database, view.worker, view.in_use || relays_[i].handle != nullptr};
+      // A relay past its start found the extension.
+      if (view.in_use && view.counters.state != WorkerState::kStarting)
+        found_.insert(view.database);
     }
-    struct Want {
-      const ClusterDatabase* d;
-      int wanted;
-      std::vector<bool> has;
-    };
-    std::vector<Want> wants;
+    std::vector<budget::Want> wants;
     for (const ClusterDatabase& d : databases_) {
       const DatabaseView view = relay_database_read(d.oid);
-      bool found = false;
-      for (const SlotView& s : slots) {
-        found = found ||
-                (s.database == d.oid && s.in_use && s.counters.state != WorkerState::kStarting);
-      }
-      wants.push_back(Want{&d, wanted(d, view, found), std::vector<bool>(settings.workers, false)});
+      if (view.absent || !d.connectable) found_.erase(d.oid);
+      wants.push_back(budget::Want{d.oid, wanted(d, view)});
       if (view.tracked) {
         relay_database_note(d.oid, view.paused      ? DatabaseNote::kPaused
                                    : !d.connectable ? DatabaseNote::kNotConnectable
                                                     : DatabaseNote::kNone);
       }
     }
-    // Free what is not wanted any more.
-    for (int i = 0; i < n; ++i) {
-      if (!OidIsValid(slots[i].database)) continue;
-      Want* want = nullptr;
-      for (Want& w : wants) {
-        if (w.d->oid == slots[i].database) want = &w;
-      }
-      const bool keep = want != nullptr && slots[i].worker < want->wanted;
-      if (keep) {
-        want->has[slots[i].worker] = true;
-        continue;
-      }
-      if (slots[i].in_use || relays_[i].handle != nullptr) {
-        // A database that takes no connections any more, or is a template now.
-        const ClusterDatabase* d = database(slots[i].database);
-        if (d != nullptr && !d->connectable) relay_stop_database(d->oid);
-        wait_us = std::min(wait_us, kFirstDelayUs);
-        continue;
-      }
-      relay_slot_assign(i, InvalidOid, 0);
-      relays_[i] = Relay{};
-      slots[i].database = InvalidOid;
-    }
-    // Give the free slots out: worker 0 of every database first, then worker 1, ...
-    for (int worker = 0; worker < settings.workers; ++worker) {
-      for (Want& w : wants) {
-        if (worker >= w.wanted || w.has[worker]) continue;
-        int free = -1;
-        for (int i = 0; i < n && free < 0; ++i) {
-          if (!OidIsValid(slots[i].database)) free = i;
-        }
-        if (free < 0) {
-          relay_database_note(w.d->oid, DatabaseNote::kNoWorkerLeft);
-          continue;
-        }
-        relay_slot_assign(free, w.d->oid, worker);
-        relays_[free] = Relay{};
-        slots[free].database = w.d->oid;
-        w.has[worker] = true;
-      }
+    const budget::Plan plan = budget::plan(wants, slots);
+    for (const uint32 oid : plan.starved) relay_database_note(oid, DatabaseNote::kNoWorkerLeft);
+    int64 wait_us = kMaxDelayUs;
+    for (const uint32 oid : plan.draining) {
+      // A database that takes no connections any more, or is a template now: its relays go.
+      // (A paused one's were told by the session that paused it; an absent one's leave.)
+      const ClusterDatabase* d = database(oid);
+      if (d == nullptr || !d->connectable) relay_stop_database(oid);
+      wait_us = kFirstDelayUs;
     }
     for (int i = 0; i < n; ++i) {
-      if (OidIsValid(slots[i].database)) wait_us = std::min(wait_us, tend(i, now));
+      const budget::Slot& slot = plan.slots[i];
+      if (slot.database != slots[i].database || slot.worker != slots[i].worker) {
+        relay_slot_assign(i, slot.database, slot.worker);
+        relays_[i] = Relay{};
+      }
+      if (slot.database != 0) wait_us = std::min(wait_us, tend(i, now));
     }
     return wait_us;
   }
@@ -306,6 +280,7 @@ class Launcher {
 
   std::vector<Relay> relays_;
   std::vector<ClusterDatabase> databases_;
+  std::set<Oid> found_;  // databases where a relay found the extension
   bool full_logged_ = false;
   bool missing_logged_ = false;
 };
