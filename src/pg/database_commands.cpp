@@ -81,7 +81,10 @@ const char* needs_alone(Node* stmt) {
 
 void pause_relays(const char* name) {
   const Oid database = get_database_oid(name, true);
-  if (!OidIsValid(database)) return;
+  // Each of these commands needs the database's owner (CREATE DATABASE ... TEMPLATE of a
+  // database that is no template, too): a role that may not run it cannot stop the relays
+  // by trying.
+  if (!OidIsValid(database) || !owns_database(database)) return;
   bool known = false;
   for (int i = 0; i < n_paused; ++i) known = known || paused[i] == database;
   // Paused first: a relay that attaches after this sees it and leaves; one attached before

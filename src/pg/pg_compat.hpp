@@ -5,8 +5,11 @@
 #pragma once
 
 extern "C" {
+#include "catalog/pg_database.h"
 #include "executor/executor.h"
+#include "miscadmin.h"
 #include "storage/lock.h"
+#include "utils/acl.h"
 }
 
 // 15 to 18: built and tested on 15, 17 and 18; 16 takes the 15 side of each branch, untested.
@@ -49,6 +52,17 @@ inline void insert_index_entries(ResultRelInfo* info, TupleTableSlot* slot, ESta
   (void)ExecInsertIndexTuples(info, slot, estate, false, false, nullptr, NIL, false);
 #else
   (void)ExecInsertIndexTuples(info, slot, estate, false, false, nullptr, NIL);
+#endif
+}
+
+// Whether the current role owns the database, or is a superuser (16 made the check one for
+// every kind of object). The hook of database commands; TAP 044 (a role that does not own a
+// database cannot stop its relays with a DROP DATABASE that fails).
+inline bool owns_database(Oid database) {
+#if PG_VERSION_NUM >= 160000
+  return object_ownercheck(DatabaseRelationId, database, GetUserId());
+#else
+  return pg_database_ownercheck(database, GetUserId());
 #endif
 }
 

@@ -135,8 +135,12 @@ my @writers = map {
 } qw(d4 d5);
 my $undisturbed = relays();
 
+# A role that does not own the database cannot stop its relays by trying.
+my ($rc, $stdout, $stderr) = $node->psql('postgres', 'DROP DATABASE d4', extra_params => [ '-U', 'watcher' ]);
+like($stderr, qr/must be owner of database d4/, 'DROP DATABASE by a role that does not own it fails');
+
 my %d1_ids = map { $_ => 1 } @{ db_ids('d1') };
-my ($rc, $stdout, $stderr) = $node->psql('postgres', 'DROP DATABASE d1');
+($rc, $stdout, $stderr) = $node->psql('postgres', 'DROP DATABASE d1');
 is($rc, 0, 'DROP DATABASE succeeds at the first try while its relay runs') or diag($stderr);
 
 wait_published_in('d2');
