@@ -97,7 +97,7 @@ const char* no_slot_detail(Oid database, char* buf, size_t size) {
     case DatabaseNote::kNone:
       break;
   }
-  return "the launcher starts it once relay 1 has found the extension";
+  return "the launcher starts it";
 }
 
 // Every worker of the database: its slot's row, or one that says why it has none.

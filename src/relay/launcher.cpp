@@ -5,14 +5,13 @@
 // restarted by the postmaster every bgw_restart_time, whatever the cause, or never again.
 // The launcher connects to no database. It reads pg_database at start, when a session
 // pokes it (a commit of CREATE EXTENSION or configure_sink, DROP DATABASE and its kind:
-// pg/database_commands.cpp) and every minute. In a database it has not seen a relay in, it
-// starts one relay: that relay finds the extension, or marks the database absent and exits,
-// and costs nothing more until CREATE EXTENSION. Each database gets one relay before any
-// gets a second, within outbox.max_workers. It watches each relay as a dynamic worker, and
+// pg/database_commands.cpp) and every minute. In every database it starts outbox.workers
+// relays: they find the extension, or mark the database absent and exit, and it costs
+// nothing more until CREATE EXTENSION. Each database gets one relay before any gets a
+// second, within outbox.max_workers. It watches each relay as a dynamic worker, and
 // starts one again after it stops, sooner if it had run for a while. What it decides is in
 // the slots and the database entries, for outbox.status.
 #include <algorithm>
-#include <set>
 
 #include "relay/launcher.hpp"
 
@@ -112,9 +111,6 @@ class Launcher {
         });
       }
     }
-    for (auto it = found_.begin(); it != found_.end();) {
-      it = database(*it) != nullptr ? std::next(it) : found_.erase(it);
-    }
     Oid tracked[kMaxDatabases];
     const int n = relay_database_list(tracked, kMaxDatabases);
     for (int i = 0; i < n; ++i) {
@@ -157,11 +153,13 @@ class Launcher {
     return false;
   }
 
-  // How many relays the database should have now. Until one of its relays has found the
-  // extension, one: it looks.
-  int wanted(const ClusterDatabase& d, const DatabaseView& view) const {
+  // How many relays the database should have now. All of them start together, also where
+  // the extension is not known to be yet: workers that start one after another would find
+  // every shard claimed by the first (relay/ownership.cpp), and past the cap only the
+  // databases' first workers look anyway (core/worker_budget.hpp).
+  static int wanted(const ClusterDatabase& d, const DatabaseView& view) {
     if (!d.connectable || !view.tracked || view.absent || view.paused) return 0;
-    return found_.count(d.oid) != 0 ? settings.workers : 1;
+    return settings.workers;
   }
 
   // Tends every slot, and shares the slots out among the databases that want relays
@@ -175,14 +173,10 @@ class Launcher {
       const SlotView view = relay_slot_read(i);
       slots[i] =
           budget::Slot{view.database, view.worker, view.in_use || relays_[i].handle != nullptr};
-      // A relay past its start found the extension.
-      if (view.in_use && view.counters.state != WorkerState::kStarting)
-        found_.insert(view.database);
     }
     std::vector<budget::Want> wants;
     for (const ClusterDatabase& d : databases_) {
       const DatabaseView view = relay_database_read(d.oid);
-      if (view.absent || !d.connectable) found_.erase(d.oid);
       wants.push_back(budget::Want{d.oid, wanted(d, view)});
       if (view.tracked) {
         relay_database_note(d.oid, view.paused      ? DatabaseNote::kPaused
@@ -280,7 +274,6 @@ class Launcher {
 
   std::vector<Relay> relays_;
   std::vector<ClusterDatabase> databases_;
-  std::set<Oid> found_;  // databases where a relay found the extension
   bool full_logged_ = false;
   bool missing_logged_ = false;
 };
