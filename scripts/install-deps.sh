@@ -22,6 +22,9 @@ packages=(
   python3-psycopg
   # bench/relay/faults.sh: a webhook receiver that is never the bottleneck (answers 204)
   nginx-light
+  # monitoring/ (TAP 045, test/monitoring.sh): promtool checks the metrics and tests the
+  # alert rules; the exporter scrapes with monitoring/postgres_exporter.yml
+  prometheus prometheus-postgres-exporter
 )
 # examples/node (TAP 024) and test/consumers (TAP 011, 030, 031; the demo and bench with the
 # http and nats sinks): Node.js and npm, from Debian unless some Node.js is there already

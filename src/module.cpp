@@ -2,6 +2,7 @@
 #include "pg/boundary.hpp"
 #include "relay/launcher.hpp"
 #include "pg/relay_shmem.hpp"
+#include "pg/relay_stats.hpp"
 #include "pg/settings.hpp"
 
 extern "C" {
@@ -15,6 +16,7 @@ void _PG_init(void) {
   // may throw a C++ exception.
   outbox::pg::define_settings();
   outbox::pg::relay_register_xact_callback();
+  outbox::pg::relay_stats_register_xact_callback();
 
   // enqueue and rotate work without preloading; the relay needs it.
   if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade) return;

@@ -149,7 +149,8 @@ trap 'exit 130' INT TERM
 # A copy the postgres user can read and write, for make prove_installcheck: the Makefile, the
 # tests and the Kafka mock built above, and what the tests read: the documents whose
 # snippets test/t/026_readme_snippets.pl runs, the client examples test/t/024_examples.pl runs.
-cp -a "$repo/Makefile" "$repo/src" "$repo/test" "$repo/README.md" "$repo/docs" "$repo/examples" "$work/"
+cp -a "$repo/Makefile" "$repo/src" "$repo/test" "$repo/README.md" "$repo/docs" "$repo/examples" \
+  "$repo/monitoring" "$work/"
 [ "$(id -u)" = 0 ] && chown -R postgres: "$work"
 
 # Keeps a failed suite's output in test/output/<configuration>/ (pg15, pg18-cassert, ...)
@@ -286,6 +287,7 @@ suite "schedule" check_schedule
 suite "script guards" check_script_guards
 suite "unit tests" make -s -j"$(nproc)" unit-tests PG_CONFIG="$PG_CONFIG"
 suite "format" make -s format-check
+suite "alert rules" bash test/monitoring.sh
 if start_installcheck_cluster; then
   suite "pg_regress" run_regress
   suite "isolation" run_isolation

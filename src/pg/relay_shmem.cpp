@@ -4,6 +4,7 @@
 
 #include "pg/boundary.hpp"
 #include "pg/relay_databases.hpp"
+#include "pg/relay_stats.hpp"
 #include "pg/settings.hpp"
 #include "pg/shard_of.hpp"
 
@@ -54,6 +55,7 @@ void shmem_request() {
   if (prev_shmem_request) prev_shmem_request();
   RequestAddinShmemSpace(MAXALIGN(sizeof(RelayShared)));
   RequestAddinShmemSpace(relay_databases_size());
+  RequestAddinShmemSpace(relay_stats_size());
 }
 
 void shmem_startup() {
@@ -67,6 +69,7 @@ void shmem_startup() {
     for (Slot& slot : shared->slot) SpinLockInit(&slot.mutex);
   }
   relay_databases_init();
+  relay_stats_init();
   LWLockRelease(AddinShmemInitLock);
 }
 
@@ -151,8 +154,10 @@ void relay_worker_attach(int index) {
   slot.proc = MyProc;
   slot.wake_on_commit = true;
   slot.wake_shards = kAllShards;
-  memset(&slot.counters, 0, sizeof(slot.counters));
+  // The counters go on from the last relay's (they start again only when the launcher
+  // gives the slot to another database's worker).
   slot.counters.pid = MyProcPid;
+  slot.counters.backoff_until = 0;
   slot.counters.state = WorkerState::kStarting;
   slot.restart_at = 0;
   slot.detail[0] = '\0';
@@ -199,6 +204,8 @@ bool relay_slot_in_use(int index) {
 bool relay_slot_stopped(int index) {
   Slot& slot = shared->slot[index];
   SpinLockAcquire(&slot.mutex);
+  const bool lost = slot.in_use;
+  const Oid database = slot.database;
   if (slot.in_use) {
     slot.in_use = false;
     slot.error_exit = true;
@@ -207,6 +214,7 @@ bool relay_slot_stopped(int index) {
   }
   const bool failed = slot.error_exit;
   SpinLockRelease(&slot.mutex);
+  if (lost) relay_stats_exited(database, RelayExit::kLost);
   return failed;
 }
 

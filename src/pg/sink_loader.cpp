@@ -2,8 +2,6 @@
 
 #include <dlfcn.h>
 
-#include <optional>
-
 #include "pg/boundary.hpp"
 #include "pg/jsonb_object.hpp"
 #include "pg/settings.hpp"
@@ -79,8 +77,7 @@ sinks::Options sink_options_from_jsonb(const char* function, Jsonb* options) {
   return result;
 }
 
-std::unique_ptr<sinks::Sink> create_sink(const char* function, const std::string& name,
-                                         const sinks::Options& options) {
+sinks::PluginHost load_sink(const char* function, const std::string& name) {
   if (!valid_sink_name(name)) {
     throw Error(sqlstate::kInvalidParameterValue,
                 std::string(function) + ": invalid sink name \"" + name + "\"", {},
@@ -105,17 +102,22 @@ std::unique_ptr<sinks::Sink> create_sink(const char* function, const std::string
                 "A sink is built against outbox_sink.h (pg_config --includedir-server, "
                 "extension/outbox).");
   }
-  std::optional<sinks::PluginHost> plugin;
   try {
-    plugin.emplace(init(), name);
+    return sinks::PluginHost(init(), name);
   } catch (const sinks::ConfigError& e) {
     throw Error(sqlstate::kInvalidParameterValue,
                 std::string(function) + ": sink \"" + name + "\" cannot be used", e.what());
   }
+}
+
+std::unique_ptr<sinks::Sink> create_sink(const char* function, const std::string& name,
+                                         const sinks::Options& options) {
+  const sinks::PluginHost plugin = load_sink(function, name);
+  const std::string library = std::string(pkglib_path) + "/outbox_sink_" + name + ".so";
   try {
     // Files and secrets as the sink receives them; the secrets' values live only in here.
     const char* directory = settings.sink_files_directory;
-    const sinks::Options resolved = sinks::resolve_options(name, plugin->options(), options,
+    const sinks::Options resolved = sinks::resolve_options(name, plugin.options(), options,
                                                            directory != nullptr ? directory : "");
     sinks::SignalsBlocked blocked;
     if (settings.sink_isolation == kSinkIsolationProcess) {
@@ -128,7 +130,7 @@ std::unique_ptr<sinks::Sink> create_sink(const char* function, const std::string
       config.resolved = resolved;
       return sinks::ProcessSink::spawn(config);
     }
-    return plugin->create(resolved);
+    return plugin.create(resolved);
   } catch (const sinks::OptionError& e) {
     throw Error(sqlstate::kInvalidParameterValue, std::string(function) + ": " + e.what(), {},
                 e.hint());
@@ -195,4 +197,49 @@ OUTBOX_FUNCTION(outbox_check_sink) {
     e.data()->hide_ctx = true;
     throw;
   }
+}
+
+// outbox.sink_options(sink): the options the sink declares (those configure_sink checks), with
+// their kind and description: the built-in sinks' and a third party's alike.
+OUTBOX_FUNCTION(outbox_sink_options) {
+  const char* function = "outbox.sink_options";
+  std::string name = outbox::pg::guard([&] { return text_to_cstring(PG_GETARG_TEXT_PP(0)); });
+  const outbox::sinks::PluginHost plugin = outbox::pg::load_sink(function, name);
+  const outbox::sinks::OptionTable table = plugin.options();
+  outbox::pg::guard([&] {
+    InitMaterializedSRF(fcinfo, 0);
+    ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+    for (std::size_t i = 0; i < table.count; ++i) {
+      const outbox::sinks::OptionSpec& spec = table.specs[i];
+      const char* kind = "text";
+      switch (spec.kind) {
+        case outbox::sinks::OptionKind::kText:
+          break;
+        case outbox::sinks::OptionKind::kInteger:
+          kind = "integer";
+          break;
+        case outbox::sinks::OptionKind::kBoolean:
+          kind = "boolean";
+          break;
+        case outbox::sinks::OptionKind::kFile:
+          kind = "file";
+          break;
+        case outbox::sinks::OptionKind::kSecret:
+          kind = "secret";
+          break;
+        case outbox::sinks::OptionKind::kPrivateFile:
+          kind = "private file";
+          break;
+      }
+      // A secret is given as <name>_file: that is the key configure_sink takes.
+      const std::string key = spec.kind == outbox::sinks::OptionKind::kSecret
+                                  ? std::string(spec.name) + "_file"
+                                  : std::string(spec.name);
+      Datum values[3] = {CStringGetTextDatum(key.c_str()), CStringGetTextDatum(kind),
+                         CStringGetTextDatum(spec.description != nullptr ? spec.description : "")};
+      bool nulls[3] = {};
+      tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+    }
+  });
+  return (Datum)0;
 }

@@ -10,6 +10,7 @@
 #include "core/seq_set.hpp"
 #include "core/shards.hpp"
 #include "pg/postgres.hpp"
+#include "pg/relay_stats.hpp"
 #include "sinks/common/sink.hpp"
 
 namespace outbox::pg::relay {
@@ -77,8 +78,9 @@ struct Batch {
   Fetched fetched{};
   std::vector<sinks::Message> messages;
   std::vector<sinks::Outcome> outcomes;
-  bool in_flight = false;     // started, not finished
-  bool config_error = false;  // failed with a sinks::ConfigError
+  bool in_flight = false;      // started, not finished
+  TimestampTz started_at = 0;  // handed to the sink
+  bool config_error = false;   // failed with a sinks::ConfigError
 };
 
 struct BatchResult {
@@ -103,6 +105,7 @@ struct BatchResult {
   std::string first_unavailable;
   std::string first_transient;
   bool config_error = false;  // the first unavailable one failed with a sinks::ConfigError
+  RelayStatsDelta stats;      // added to the cumulative statistics once the pass committed
 };
 
 // rows.cpp: the executor's destination for a fetch. It copies each row into the batch's

@@ -19,6 +19,7 @@
 #include "core/worker_budget.hpp"
 #include "pg/boundary.hpp"
 #include "pg/relay_shmem.hpp"
+#include "pg/relay_stats.hpp"
 #include "pg/settings.hpp"
 
 extern "C" {
@@ -116,6 +117,7 @@ class Launcher {
     for (int i = 0; i < n; ++i) {
       if (database(tracked[i]) == nullptr && !assigned(tracked[i])) {
         relay_database_forget(tracked[i]);
+        relay_stats_forget(tracked[i]);
       }
     }
   }

@@ -7,6 +7,7 @@
 
 #include "pg/boundary.hpp"
 #include "pg/relay_databases.hpp"
+#include "pg/relay_stats.hpp"
 #include "pg/settings.hpp"
 #include "relay/launcher.hpp"
 
@@ -37,7 +38,7 @@ void Relay::run() {
       return AllocSetContextCreate(TopMemoryContext, "outbox relay batch", ALLOCSET_DEFAULT_SIZES);
     });
   }
-  report_.counters().pid = MyProcPid;
+  report_.resume();
   report_.publish(WorkerState::kStarting);
   while (!ShutdownRequestPending) {
     guard([&] {
@@ -146,6 +147,9 @@ int Relay::back_off(const std::string& error, bool at_max) {
                                                       settings.retry_backoff_max_ms, failures_),
                           rng_);
   report_.record_error(error);
+  RelayStatsDelta backoff;
+  backoff.backoffs = 1;
+  relay_stats_add(MyDatabaseId, session_.name().c_str(), backoff);
   const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
   report_.counters().backoff_until = now + static_cast<TimestampTz>(delay_ms) * 1000;
   report_.publish(WorkerState::kBackoff);
@@ -228,10 +232,12 @@ void outbox_relay_main(Datum arg) {
   // needs a snapshot taken after it.
   SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
   outbox::pg::relay_worker_attach(slot);
+  outbox::pg::relay_stats_started(MyDatabaseId);
   // A session that needs the database to itself (pg/database_commands.cpp) paused it before
   // this attached, or sends this relay SIGTERM: either way it leaves.
   if (outbox::pg::relay_database_paused(MyDatabaseId)) {
     outbox::pg::relay_worker_detach(slot, nullptr);
+    outbox::pg::relay_stats_exited(MyDatabaseId, outbox::pg::RelayExit::kClean);
     proc_exit(0);
   }
 
@@ -258,5 +264,7 @@ void outbox_relay_main(Datum arg) {
   }
   // outbox.status shows why it stopped.
   outbox::pg::relay_worker_detach(slot, why[0] != '\0' ? why : nullptr);
+  outbox::pg::relay_stats_exited(
+      MyDatabaseId, exit_code == 0 ? outbox::pg::RelayExit::kClean : outbox::pg::RelayExit::kError);
   proc_exit(exit_code);
 }

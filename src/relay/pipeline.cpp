@@ -100,7 +100,7 @@ BatchResult Relay::run_transaction() {
       mark_.transaction_resolved();
     }
   }
-  if (result.fetched > 0) report_.count(result);
+  if (result.fetched > 0) report_.count(result, session_.name());
   return result;
 }
 
@@ -144,6 +144,7 @@ void Relay::start_batch(Batch& batch) {
                            psprintf("outbox relay: sending %d events to %s", fetched.count, name));
   });
   batch.outcomes.assign(fetched.count, sinks::Outcome{});
+  batch.started_at = guard([] { return GetCurrentTimestamp(); });
   try {
     session_.sink().start(batch.messages, batch.outcomes,
                           std::chrono::milliseconds(settings.send_timeout_ms));
@@ -172,6 +173,7 @@ void Relay::finish_batch(Batch& batch, BatchResult& result) {
     }
   }
   const Fetched& fetched = batch.fetched;
+  count_batch(batch, result.stats);
   guard([] { pgstat_report_activity(STATE_RUNNING, "outbox relay: marking"); });
   queue_.mark_acked(fetched, batch.outcomes);
   ++result.batches;
@@ -219,6 +221,27 @@ void Relay::finish_batch(Batch& batch, BatchResult& result) {
   batch.messages.clear();
   batch.config_error = false;
   guard([&] { MemoryContextReset(batch.memory); });
+}
+
+// What the statistics keep of a batch whose outcomes are in (relay_stats.hpp): its size, its
+// round trip, and each acknowledged event's time from its enqueue (created_at, the clock at
+// enqueue(): the commit's time is not kept without track_commit_timestamp) to now.
+void Relay::count_batch(const Batch& batch, RelayStatsDelta& stats) {
+  using histogram::kMicros;
+  const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
+  const Fetched& fetched = batch.fetched;
+  stats.batch_size.add(histogram::kSizeBounds, fetched.count, histogram::kUnits);
+  stats.round_trip.add(histogram::kSecondsBounds, (now - batch.started_at) / kMicros, kMicros);
+  for (int i = 0; i < fetched.count; ++i) {
+    if (batch.outcomes[i].delivery != sinks::Delivery::kAcked) continue;
+    const Row& row = fetched.rows[i];
+    stats.latency.add(histogram::kSecondsBounds, (now - row.created_at) / kMicros, kMicros);
+    uint64 bytes = static_cast<uint64>(row.payload.len);
+    for (int h = 0; h < row.nheaders; ++h) {
+      bytes += static_cast<uint64>(row.header_keys[h].len + row.header_values[h].len);
+    }
+    stats.bytes_sent += bytes;
+  }
 }
 
 // After a fetch: the commits of its events must not be able to vanish before the sink gets

@@ -79,6 +79,7 @@ class Relay {
   void fetch(Batch& batch, bool first_of_transaction);
   void start_batch(Batch& batch);
   void finish_batch(Batch& batch, BatchResult& result);
+  void count_batch(const Batch& batch, RelayStatsDelta& stats);
   void fail_batch(Batch& batch, const std::exception& e);
   bool make_durable(const Fetched& fetched);
   void abort_transaction();

@@ -3,6 +3,11 @@
 #include "relay/session.hpp"
 
 #include "pg/boundary.hpp"
+#include "pg/relay_stats.hpp"
+
+extern "C" {
+#include "miscadmin.h"
+}
 
 namespace outbox::pg::relay {
 
@@ -29,8 +34,20 @@ void Report::client_error(std::string_view error) noexcept {
   }
 }
 
-void Report::count(const BatchResult& result) {
+void Report::resume() {
+  counters_ = relay_slot_read(slot_).counters;
+  counters_.pid = MyProcPid;
+}
+
+void Report::count(const BatchResult& result, const std::string& sink) {
   const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
+  RelayStatsDelta stats = result.stats;
+  stats.events_sent = result.acked;
+  stats.events_failed = result.transient;
+  stats.events_rejected = result.rejected;
+  stats.events_dead = result.dead;
+  stats.batches = result.batches;
+  relay_stats_add(MyDatabaseId, sink.c_str(), stats);
   counters_.batches += result.batches;
   counters_.events_sent += result.acked;
   counters_.events_failed += result.rejected + result.transient;

@@ -29,8 +29,11 @@ class Report {
   // What the sink's client library reports while a batch waits; on the sink's wait, so it
   // neither throws nor raises an ERROR.
   void client_error(std::string_view error) noexcept;
-  // A transaction that fetched events: its batches, and its rejections (also logged).
-  void count(const BatchResult& result);
+  // A transaction that fetched events, once committed: its batches, and its rejections (also
+  // logged); the statistics of `sink` (relay_stats.hpp).
+  void count(const BatchResult& result, const std::string& sink);
+  // Takes the counters of the slot's last relay (a restart goes on counting).
+  void resume();
 
  private:
   const int slot_;

@@ -99,8 +99,14 @@ bool SinkSession::ensure(MemoryContext iteration) {
   }
   if (sink_ && name_ == config.name && config_updated_at_ == config.updated_at) return true;
   sink_.reset();
-  sinks::Options options = sink_options_from_jsonb("outbox relay", config.options);
-  sink_ = create_sink("outbox relay", config.name, options);
+  // The relay backs off and says so (outbox.status, outbox_relay_config_error): an option
+  // that configure_sink accepted may fail later, a file gone or a broker's name unknown.
+  try {
+    sinks::Options options = sink_options_from_jsonb("outbox relay", config.options);
+    sink_ = create_sink("outbox relay", config.name, options);
+  } catch (const std::exception& e) {
+    throw sinks::ConfigError(std::string("sink configuration error: ") + e.what());
+  }
   isolation_ = settings.sink_isolation;
   sink_->observe_waits(&wait_observer_);
   name_ = config.name;

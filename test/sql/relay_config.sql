@@ -55,3 +55,11 @@ SELECT count(*) AS dead FROM outbox.dead_letters;
 SELECT outbox.unconfigure_sink() AS removed;
 SELECT count(*) AS configured FROM outbox.sink_config;
 SELECT outbox.unconfigure_sink() AS removed;
+
+-- A sink's declared options, from the table configure_sink checks against.
+SELECT option, kind FROM outbox.sink_options('null') ORDER BY 1;
+SELECT option FROM outbox.sink_options('http') WHERE kind = 'secret';
+\set VERBOSITY terse
+SELECT * FROM outbox.sink_options('no_such_sink');
+SELECT * FROM outbox.sink_options('Not A Name');
+\set VERBOSITY default
