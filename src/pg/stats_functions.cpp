@@ -45,6 +45,16 @@ void put_histogram(ReturnSetInfo* rsinfo, const char* sink, const char* name, co
   tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
+// A set-returning function's rows, `put` called for each sink of this database.
+template <typename Put>
+void each_sink(FunctionCallInfo fcinfo, Put put) {
+  InitMaterializedSRF(fcinfo, 0);
+  ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  SinkStatsView sinks[kMaxSinks];
+  const int n = relay_stats_sinks(MyDatabaseId, sinks, kMaxSinks);
+  for (int i = 0; i < n; ++i) put(rsinfo, sinks[i].sink, sinks[i].totals);
+}
+
 }  // namespace
 }  // namespace outbox::pg
 
@@ -53,23 +63,13 @@ void put_histogram(ReturnSetInfo* rsinfo, const char* sink, const char* name, co
 OUTBOX_FUNCTION(outbox_sink_stats) {
   using namespace outbox::pg;
   guard([&] {
-    InitMaterializedSRF(fcinfo, 0);
-    ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
-    SinkStatsView sinks[kMaxSinks];
-    const int n = relay_stats_sinks(MyDatabaseId, sinks, kMaxSinks);
-    for (int i = 0; i < n; ++i) {
-      const RelayStatsDelta& t = sinks[i].totals;
-      Datum values[8] = {CStringGetTextDatum(sinks[i].sink),
-                         bigint(t.events_sent),
-                         bigint(t.events_failed),
-                         bigint(t.events_rejected),
-                         bigint(t.events_dead),
-                         bigint(t.batches),
-                         bigint(t.bytes_sent),
-                         bigint(t.backoffs)};
+    each_sink(fcinfo, [](ReturnSetInfo* rsinfo, const char* sink, const RelayStatsDelta& t) {
+      Datum values[8] = {CStringGetTextDatum(sink), bigint(t.events_sent), bigint(t.events_failed),
+                         bigint(t.events_rejected), bigint(t.events_dead), bigint(t.batches),
+                         bigint(t.bytes_sent),      bigint(t.backoffs)};
       bool nulls[8] = {};
       tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-    }
+    });
   });
   return (Datum)0;
 }
@@ -80,18 +80,12 @@ OUTBOX_FUNCTION(outbox_histograms) {
   using namespace outbox::pg;
   using namespace outbox::histogram;
   guard([&] {
-    InitMaterializedSRF(fcinfo, 0);
-    ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
-    SinkStatsView sinks[kMaxSinks];
-    const int n = relay_stats_sinks(MyDatabaseId, sinks, kMaxSinks);
-    for (int i = 0; i < n; ++i) {
-      const RelayStatsDelta& t = sinks[i].totals;
-      put_histogram(rsinfo, sinks[i].sink, "delivery_latency_seconds", t.latency, kSecondsBounds,
+    each_sink(fcinfo, [](ReturnSetInfo* rsinfo, const char* sink, const RelayStatsDelta& t) {
+      put_histogram(rsinfo, sink, "delivery_latency_seconds", t.latency, kSecondsBounds, kMicros);
+      put_histogram(rsinfo, sink, "batch_round_trip_seconds", t.round_trip, kSecondsBounds,
                     kMicros);
-      put_histogram(rsinfo, sinks[i].sink, "batch_round_trip_seconds", t.round_trip, kSecondsBounds,
-                    kMicros);
-      put_histogram(rsinfo, sinks[i].sink, "batch_size_events", t.batch_size, kSizeBounds, kUnits);
-    }
+      put_histogram(rsinfo, sink, "batch_size_events", t.batch_size, kSizeBounds, kUnits);
+    });
   });
   return (Datum)0;
 }

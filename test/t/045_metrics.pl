@@ -180,8 +180,8 @@ like($scraped, qr/^outbox_delivery_latency_seconds_count\{datname="postgres",ser
 $exporter->kill_kill;
 is(lines() + lines($spare), 400, 'the consumer received 400 (the later ones in spare.tsv)');
 
-# One set of names: the exporter's, outbox.metrics()', docs/monitoring.md's and the alert
-# rules' (a histogram by its family name).
+# One set of names: the exporter's, outbox.metrics()', docs/monitoring.md's, and those the
+# alert rules and the Grafana dashboard use (a histogram by its family name).
 sub families {
 	my ($text) = @_;
 	my %f;
@@ -196,7 +196,7 @@ sub file_names {
 	my %f;
 	while ($text =~ /\b(outbox_[a-z_]*[a-z])\b/g) {
 		my $name = $1;
-		$name =~ s/_bucket$//;
+		$name =~ s/_(?:bucket|sum|count)$//;
 		$f{$name} = 1;
 	}
 	return \%f;
@@ -206,9 +206,11 @@ my $ours = families($text);
 is(families($scraped), $ours, 'the exporter gives the families outbox.metrics() gives');
 my $documented = file_names("$FindBin::RealBin/../../docs/monitoring.md");
 is(join(' ', sort keys %$documented), $ours, 'docs/monitoring.md names every family, and no other');
-my $alerted = file_names("$FindBin::RealBin/../../monitoring/outbox-alerts.yml");
-my @unknown = grep { $ours !~ /(?:^| )\Q$_\E(?: |$)/ } sort keys %$alerted;
-is("@unknown", '', 'the alert rules use no name the metrics lack');
+for my $file ('outbox-alerts.yml', 'grafana-dashboard.json') {
+	my $used = file_names("$FindBin::RealBin/../../monitoring/$file");
+	my @unknown = grep { $ours !~ /(?:^| )\Q$_\E(?: |$)/ } sort keys %$used;
+	is("@unknown", '', "monitoring/$file uses no name the metrics lack");
+}
 
 $node->stop;
 done_testing();
