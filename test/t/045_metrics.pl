@@ -12,9 +12,11 @@
 #  - outbox.metrics() is valid Prometheus text (promtool check metrics), read by a role in
 #    pg_monitor only;
 #  - prometheus-postgres-exporter with monitoring/postgres_exporter.yml, as that role,
-#    scrapes the same numbers without a scrape error.
+#    scraped over HTTP as Prometheus would, gives the same numbers without a scrape error,
+#    and they move as events flow.
 use strict;
 use warnings;
+use HTTP::Tiny;
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -153,7 +155,8 @@ sub scrape {
 	my ($want) = @_;
 	my $text = '';
 	for (1 .. 100) {
-		$text = `curl -s http://127.0.0.1:$port/metrics`;
+		my $response = HTTP::Tiny->new(timeout => 5)->get("http://127.0.0.1:$port/metrics");
+		$text = $response->{success} ? $response->{content} : '';
 		last if $text =~ $want;
 		usleep(100_000);
 	}
