@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <vector>
+
 #include "pg/boundary.hpp"
 #include "pg/jsonb_object.hpp"
 #include "pg/settings.hpp"
@@ -206,37 +208,30 @@ OUTBOX_FUNCTION(outbox_sink_options) {
   std::string name = outbox::pg::guard([&] { return text_to_cstring(PG_GETARG_TEXT_PP(0)); });
   const outbox::sinks::PluginHost plugin = outbox::pg::load_sink(function, name);
   const outbox::sinks::OptionTable table = plugin.options();
+  // The rows' texts first, outside guard(): an ERROR there would skip a std::string's
+  // destructor.
+  std::vector<std::string> keys;
+  std::vector<const char*> kinds;
+  for (std::size_t i = 0; i < table.count; ++i) {
+    const outbox::sinks::OptionSpec& spec = table.specs[i];
+    using outbox::sinks::OptionKind;
+    const bool secret = spec.kind == OptionKind::kSecret;
+    // A secret is given as <name>_file: that is the key configure_sink takes.
+    keys.push_back(secret ? std::string(spec.name) + "_file" : std::string(spec.name));
+    kinds.push_back(spec.kind == OptionKind::kInteger       ? "integer"
+                    : spec.kind == OptionKind::kBoolean     ? "boolean"
+                    : spec.kind == OptionKind::kFile        ? "file"
+                    : secret                                ? "secret"
+                    : spec.kind == OptionKind::kPrivateFile ? "private file"
+                                                            : "text");
+  }
   outbox::pg::guard([&] {
     InitMaterializedSRF(fcinfo, 0);
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     for (std::size_t i = 0; i < table.count; ++i) {
-      const outbox::sinks::OptionSpec& spec = table.specs[i];
-      const char* kind = "text";
-      switch (spec.kind) {
-        case outbox::sinks::OptionKind::kText:
-          break;
-        case outbox::sinks::OptionKind::kInteger:
-          kind = "integer";
-          break;
-        case outbox::sinks::OptionKind::kBoolean:
-          kind = "boolean";
-          break;
-        case outbox::sinks::OptionKind::kFile:
-          kind = "file";
-          break;
-        case outbox::sinks::OptionKind::kSecret:
-          kind = "secret";
-          break;
-        case outbox::sinks::OptionKind::kPrivateFile:
-          kind = "private file";
-          break;
-      }
-      // A secret is given as <name>_file: that is the key configure_sink takes.
-      const std::string key = spec.kind == outbox::sinks::OptionKind::kSecret
-                                  ? std::string(spec.name) + "_file"
-                                  : std::string(spec.name);
-      Datum values[3] = {CStringGetTextDatum(key.c_str()), CStringGetTextDatum(kind),
-                         CStringGetTextDatum(spec.description != nullptr ? spec.description : "")};
+      const char* description = table.specs[i].description;
+      Datum values[3] = {CStringGetTextDatum(keys[i].c_str()), CStringGetTextDatum(kinds[i]),
+                         CStringGetTextDatum(description != nullptr ? description : "")};
       bool nulls[3] = {};
       tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
     }
