@@ -89,6 +89,23 @@ CREATE INDEX deliveries_seqs ON outbox.deliveries USING gist (seqs);
 SELECT pg_catalog.pg_extension_config_dump('outbox.deliveries'::pg_catalog.regclass, '');
 REVOKE ALL ON outbox.deliveries FROM PUBLIC;
 
+-- The time of the delivery log's batch that holds seq, or NULL: the one way every query asks
+-- the log about an event. Each call is a fresh scan of the GiST index, never a rescan of one
+-- inside a join: PostgreSQL's GiST scans (15 to 18) can mark live index entries dead when
+-- rescanned, which hides delivered events (docs/design.md, "The delivery log"). SECURITY
+-- DEFINER: it reads the log for the views' readers, as the views did.
+CREATE FUNCTION outbox._delivered_at(seq pg_catalog.int8)
+RETURNS pg_catalog.timestamptz
+LANGUAGE sql
+STABLE STRICT PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT d.delivered_at FROM outbox.deliveries d WHERE d.seqs OPERATOR(pg_catalog.@>) seq LIMIT 1
+$$;
+REVOKE ALL ON FUNCTION outbox._delivered_at(pg_catalog.int8) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION outbox._delivered_at(pg_catalog.int8) TO pg_monitor;
+
 -- The indexes on seq and id take keys in increasing order: their pages are filled to 100 %,
 -- so a page split moves almost nothing to the new page (about 4 bytes of WAL less per
 -- event). New partitions get it here; the existing ones from their next split on.
@@ -228,7 +245,7 @@ BEGIN
     FOR p IN SELECT q.* FROM outbox.partitions q WHERE q.name = ANY (v_candidates) ORDER BY q.lower_bound
     LOOP
         EXECUTE format('SELECT EXISTS (SELECT 1 FROM outbox.%1$I e WHERE seq >= $1 AND published_at IS NULL'
-                       '                 AND NOT EXISTS (SELECT 1 FROM outbox.deliveries d WHERE d.seqs @> e.seq))'
+                       '                 AND outbox._delivered_at(e.seq) IS NULL)'
                        ' OR EXISTS (SELECT 1 FROM outbox.%1$I WHERE next_attempt_at IS NOT NULL AND published_at IS NULL)'
                        ' OR EXISTS (SELECT 1 FROM outbox.%1$I WHERE dead_at IS NOT NULL AND published_at IS NULL)', p.name)
            INTO STRICT v_busy USING coalesce(v_low_water, 0);
@@ -264,7 +281,7 @@ BEGIN
        SET seq = outbox._next_seq('outbox.events_seq'::pg_catalog.regclass), dead_at = NULL, attempts = 0,
            next_attempt_at = NULL
      WHERE id = event_id AND published_at IS NULL
-       AND NOT EXISTS (SELECT 1 FROM outbox.deliveries d WHERE d.seqs @> events.seq);
+       AND outbox._delivered_at(events.seq) IS NULL;
     v_found := FOUND;
     IF v_found THEN
         PERFORM outbox._count_requeued(1);
@@ -329,8 +346,7 @@ SELECT w.worker, w.pid, w.state, w.sink, w.batches, w.events_sent, w.events_fail
                   COALESCE((SELECT r.low_water FROM outbox.relay_state r), 0::pg_catalog.int8)
                 OR e.next_attempt_at IS NOT NULL)
            AND e.published_at IS NULL AND e.dead_at IS NULL
-           AND NOT EXISTS (SELECT 1 FROM outbox.deliveries d
-                            WHERE d.seqs OPERATOR(pg_catalog.@>) e.seq)) q
+           AND outbox._delivered_at(e.seq) IS NULL) q
  CROSS JOIN (SELECT pg_catalog.count(*) AS dead_lettered FROM outbox.events e
               WHERE e.dead_at IS NOT NULL AND e.published_at IS NULL) d
  CROSS JOIN (SELECT pg_catalog.count(DISTINCT (e.aggregatetype, e.aggregateid)) AS held_keys
@@ -350,7 +366,7 @@ COMMENT ON VIEW outbox.status IS
 
 -- Each event's delivery, as the relay's state says it: the one place to ask whether an event
 -- was published, and when. Published: marked on the row (0.5.0's relay, and retries), or in
--- the delivery log (one GiST probe per event that is neither). Exact as of the last batch
+-- the delivery log (one probe of it per event that is neither). Exact as of the last batch
 -- the relay committed.
 CREATE VIEW outbox.event_status AS
 SELECT e.id, e.seq, e.aggregatetype, e.aggregateid, e.type, e.payload, e.headers, e.created_at,
@@ -362,10 +378,9 @@ SELECT e.id, e.seq, e.aggregatetype, e.aggregateid, e.type, e.payload, e.headers
        e.next_attempt_at, e.dead_at
   FROM outbox.events e
   LEFT JOIN LATERAL (
-        SELECT d.delivered_at FROM outbox.deliveries d
+        SELECT outbox._delivered_at(e.seq) AS delivered_at
          WHERE e.published_at IS NULL AND e.dead_at IS NULL AND e.next_attempt_at IS NULL
-           AND d.seqs OPERATOR(pg_catalog.@>) e.seq
-         LIMIT 1) l ON true;
+        OFFSET 0) l ON true;
 COMMENT ON VIEW outbox.event_status IS
   'Every event with its delivery state: pending, retrying (itself, or behind an earlier event of its key), dead, or published (and when).';
 

@@ -49,9 +49,15 @@ SELECT count(*) AS written_by_app FROM outbox.events WHERE aggregateid = 'grante
 GRANT USAGE ON SCHEMA outbox TO app_nobody;
 GRANT SELECT ON outbox.dead_letters, outbox.event_status TO app_nobody;
 SET ROLE app_nobody;
+-- Without EXECUTE on the function through which it asks the delivery log: refused.
+SELECT state, count(*) FROM outbox.event_status WHERE aggregateid = 'granted' GROUP BY state;
+RESET ROLE;
+GRANT EXECUTE ON FUNCTION outbox._delivered_at(bigint) TO app_nobody;
+SET ROLE app_nobody;
 SELECT state, count(*) FROM outbox.event_status WHERE aggregateid = 'granted' GROUP BY state;
 RESET ROLE;
 REVOKE SELECT ON outbox.dead_letters, outbox.event_status FROM app_nobody;
+REVOKE EXECUTE ON FUNCTION outbox._delivered_at(bigint) FROM app_nobody;
 REVOKE USAGE ON SCHEMA outbox FROM app_nobody;
 
 -- A hostile search_path cannot redirect enqueue: a look-alike table (also in pg_temp) and

@@ -269,9 +269,21 @@ $phase = start_writers(66, 100);
 finish_writers($phase);
 is($committed, $n_keys * $per_key, '100,000 events committed');
 
-ok( $node->poll_query_until('postgres',
-		q{SELECT count(*) = 0 FROM outbox.event_status WHERE published_at IS NULL AND dead_at IS NULL}),
-	'every event is published');
+ok(poll_until($node, q{SELECT count(*) = 0 FROM outbox.event_status WHERE published_at IS NULL AND dead_at IS NULL}),
+	'every event is published')
+  or diag(q1(q{
+		SELECT format('%s unpublished; first: %s', count(*),
+		              string_agg(format('seq %s shard %s %s/%s n=%s %s attempts %s next %s', seq,
+		                                outbox.shard_of(aggregatetype, aggregateid), aggregatetype, aggregateid,
+		                                payload->>'n', state, attempts, next_attempt_at), '; ' ORDER BY seq)
+		                FILTER (WHERE rn <= 10))
+		  FROM (SELECT *, row_number() OVER (ORDER BY seq) rn FROM outbox.event_status
+		         WHERE published_at IS NULL AND dead_at IS NULL) e})
+	  . "\nmarks: " . q1(q{SELECT (SELECT low_water FROM outbox.relay_state) || ' state; shards '
+	                         || string_agg(shard || ':' || low_water, ' ' ORDER BY shard) FROM outbox.relay_shards})
+	  . "\nstatus: " . q1(q{SELECT string_agg(format('%s pid %s %s shards %s sent %s err %s', worker, pid, state,
+	                                                shards, events_sent, last_error), E'\n' ORDER BY worker)
+	                         FROM outbox.status}));
 is(q1(q{SELECT count(*) FROM outbox.events WHERE dead_at IS NOT NULL}), '0', 'none is dead-lettered');
 is(q1(q{SELECT count(*) FROM outbox.status WHERE pid IS NOT NULL}), '2', 'still 2 workers');
 

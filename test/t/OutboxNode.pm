@@ -11,7 +11,7 @@ use Test::More;
 use Time::HiRes qw(usleep);
 use FindBin;
 
-our @EXPORT = qw(relay_node record_node ids wait_published enqueue_in_open_transaction wait_relay_pass
+our @EXPORT = qw(relay_node record_node ids poll_until wait_published enqueue_in_open_transaction wait_relay_pass
   wait_relay_reloaded wait_relay_idle marked_blocks);
 
 # poll_query_until hands psql its query on stdin. While the server restarts after a crash,
@@ -75,11 +75,27 @@ sub ids {
 	return [ sort split /\n/, $node->safe_psql('postgres', $sql) ];
 }
 
+# True once $sql returns 't' in database postgres, false after timeout_default seconds of
+# wall time. poll_query_until counts tries instead (10 per second of timeout_default, each
+# after 100 ms), which for a query of a second or more (event_status over 100,000 events on
+# a cassert build) stretches a failure to most of an hour.
+sub poll_until {
+	my ($node, $sql) = @_;
+	my $deadline = time + $PostgreSQL::Test::Utils::timeout_default;
+	while (time < $deadline) {
+		my $out = '';
+		# eval: psql may fail to connect while the server restarts (see above).
+		my $ret = eval { $node->psql('postgres', $sql, stdout => \$out, on_error_stop => 1) } // 1;
+		return 1 if $ret == 0 && $out eq 't';
+		usleep(100_000);
+	}
+	return 0;
+}
+
 # Passes once no event matching $where is unpublished.
 sub wait_published {
 	my ($node, $where, $what) = @_;
-	ok( $node->poll_query_until('postgres',
-			"SELECT count(*) = 0 FROM outbox.event_status WHERE published_at IS NULL AND ($where)"),
+	ok(poll_until($node, "SELECT count(*) = 0 FROM outbox.event_status WHERE published_at IS NULL AND ($where)"),
 		$what);
 }
 
