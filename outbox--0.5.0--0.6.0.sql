@@ -377,7 +377,7 @@ SELECT e.id, e.seq, e.aggregatetype, e.aggregateid, e.type, e.payload, e.headers
        COALESCE(e.published_at, l.delivered_at) AS published_at, e.attempts, e.last_error,
        e.next_attempt_at, e.dead_at
   FROM outbox.events e
-  LEFT JOIN LATERAL (
+  LEFT JOIN LATERAL (  -- OFFSET 0: one call per event, not one per use of its result
         SELECT outbox._delivered_at(e.seq) AS delivered_at
          WHERE e.published_at IS NULL AND e.dead_at IS NULL AND e.next_attempt_at IS NULL
         OFFSET 0) l ON true;

@@ -83,12 +83,8 @@ FETCH 1 FROM probes;
 SELECT pg_temp.log_low_until_split();
 FETCH ALL FROM probes;
 COMMIT;
-RESET enable_seqscan;
-RESET enable_bitmapscan;
--- Every row of the log is found through its index, and event_status calls published exactly
--- the events that a scan of the log's heap finds in it.
-SET enable_seqscan = off;
-SET enable_bitmapscan = off;
+-- Every row of the log is found through its index (still the only path allowed), and
+-- event_status calls published exactly the events that a scan of the log's heap finds in it.
 CREATE TEMP TABLE via_index AS SELECT count(*) AS n FROM outbox.deliveries WHERE seqs && '(,)'::int8range;
 RESET enable_seqscan;
 SET enable_indexscan = off;

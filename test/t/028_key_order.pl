@@ -269,8 +269,7 @@ $phase = start_writers(66, 100);
 finish_writers($phase);
 is($committed, $n_keys * $per_key, '100,000 events committed');
 
-ok(poll_until($node, q{SELECT count(*) = 0 FROM outbox.event_status WHERE published_at IS NULL AND dead_at IS NULL}),
-	'every event is published')
+wait_published($node, 'dead_at IS NULL', 'every event is published')
   or diag(q1(q{
 		SELECT format('%s unpublished; first: %s', count(*),
 		              string_agg(format('seq %s shard %s %s/%s n=%s %s attempts %s next %s', seq,

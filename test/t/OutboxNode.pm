@@ -11,7 +11,7 @@ use Test::More;
 use Time::HiRes qw(usleep);
 use FindBin;
 
-our @EXPORT = qw(relay_node record_node ids poll_until wait_published enqueue_in_open_transaction wait_relay_pass
+our @EXPORT = qw(relay_node record_node ids wait_published enqueue_in_open_transaction wait_relay_pass
   wait_relay_reloaded wait_relay_idle marked_blocks);
 
 # poll_query_until hands psql its query on stdin. While the server restarts after a crash,
@@ -92,10 +92,10 @@ sub poll_until {
 	return 0;
 }
 
-# Passes once no event matching $where is unpublished.
+# Passes once no event matching $where is unpublished; returns whether it passed.
 sub wait_published {
 	my ($node, $where, $what) = @_;
-	ok(poll_until($node, "SELECT count(*) = 0 FROM outbox.event_status WHERE published_at IS NULL AND ($where)"),
+	return ok(poll_until($node, "SELECT count(*) = 0 FROM outbox.event_status WHERE published_at IS NULL AND ($where)"),
 		$what);
 }
 
