@@ -4,7 +4,8 @@
 -- delivers; rows 0.5.0 marked keep their published_at, so nothing is sent again);
 -- outbox.status shows the held keys; requeue() and requeue_dead() call outbox._next_seq
 -- with a typed argument (no overload planted in the schema can catch the call);
--- outbox.version() says which library the server loaded.
+-- outbox.version() says which library the server loaded; the consumer's inbox
+-- (outbox.inbox_receive(), rotated by outbox.rotate()).
 
 
 -- Refuse a schema that anyone but a superuser controls. A role that owns it, may create in
@@ -137,8 +138,8 @@ BEGIN
 END
 $$;
 
--- rotate() reads the delivery log, and trims it.
-CREATE OR REPLACE FUNCTION outbox.rotate()
+-- rotate() reads the delivery log, and trims it; its events' part is a function of its own.
+CREATE FUNCTION outbox._rotate_events()
 RETURNS TABLE (action text, partition text, lower_bound timestamptz, upper_bound timestamptz, detail text)
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -265,6 +266,182 @@ BEGIN
      WHERE d.seqs << int8range(coalesce((SELECT min(e.seq) FROM outbox.events e), 9223372036854775807), NULL);
 END
 $$;
+
+-- The consumer's inbox (docs/inbox.md): which events a consumer has applied, so that it
+-- applies each once. A row per (consumer, event id), partitioned by the event's own time (a
+-- UUIDv7's, or the time the consumer gives for another id), so that every copy of an event
+-- meets its first copy's row in the same partition, and old records go with their
+-- partitions, as events do. Each partition has its own unique index, made with it.
+CREATE TABLE outbox.inbox (
+    event_at    pg_catalog.timestamptz NOT NULL,
+    received_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    event_id    pg_catalog.uuid        NOT NULL,
+    consumer    pg_catalog.text        NOT NULL
+) PARTITION BY RANGE (event_at);
+COMMENT ON TABLE outbox.inbox IS
+  'The events each consumer applied (outbox.inbox_receive), partitioned by the event''s time; rotated by outbox.rotate().';
+
+-- The inbox's partitions, as outbox.partitions is the events'.
+CREATE TABLE outbox.inbox_partitions (
+    name        pg_catalog.text        PRIMARY KEY,
+    lower_bound pg_catalog.timestamptz NOT NULL,
+    upper_bound pg_catalog.timestamptz NOT NULL,
+    created_at  pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CHECK (lower_bound OPERATOR(pg_catalog.<) upper_bound)
+);
+SELECT pg_catalog.pg_extension_config_dump('outbox.inbox_partitions'::pg_catalog.regclass, '');
+
+CREATE FUNCTION outbox._inbox_retention()
+RETURNS pg_catalog.int4
+AS 'MODULE_PATHNAME', 'outbox_inbox_retention'
+LANGUAGE C STABLE
+SET search_path = pg_catalog, pg_temp;
+
+-- Makes the inbox's partitions: one per interval from now to outbox.premake intervals ahead,
+-- and one that covers the time since the newest partition, at most outbox.inbox_retention
+-- back (an event older than any partition is past retention anyway). Under the lock that
+-- attaching takes anyway, so that two callers never race.
+CREATE FUNCTION outbox._create_inbox_partitions(p_now timestamptz)
+RETURNS TABLE (action text, partition text, lower_bound timestamptz, upper_bound timestamptz, detail text)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    s         record;
+    v_step    interval;
+    v_current timestamptz;
+    v_lower   timestamptz;
+    v_upper   timestamptz;
+BEGIN
+    LOCK TABLE outbox.inbox IN SHARE UPDATE EXCLUSIVE MODE;
+    SELECT * INTO s FROM outbox._partition_settings();
+    DELETE FROM outbox.inbox_partitions q
+     WHERE NOT EXISTS (SELECT 1 FROM pg_inherits i
+                        WHERE i.inhparent = 'outbox.inbox'::regclass
+                          AND i.inhrelid = to_regclass(format('outbox.%I', q.name)));
+    v_step := make_interval(secs => s.interval_seconds);
+    v_current := outbox._bucket_start(p_now, s.interval_seconds);
+    SELECT greatest(max(q.upper_bound),
+                    outbox._bucket_start(p_now - make_interval(secs => outbox._inbox_retention()),
+                                         s.interval_seconds))
+      INTO v_lower FROM outbox.inbox_partitions q;
+    WHILE v_lower < v_current + v_step * (s.premake + 1) LOOP
+        v_upper := greatest(outbox._bucket_start(v_lower, s.interval_seconds) + v_step, v_current);
+        partition := 'inbox_' || to_char(v_lower AT TIME ZONE 'UTC', 'YYYYMMDD"_"HH24MISS');
+        EXECUTE format('CREATE TABLE outbox.%I (LIKE outbox.inbox INCLUDING DEFAULTS)', partition);
+        EXECUTE format('CREATE UNIQUE INDEX %I ON outbox.%I (consumer, event_id)', partition || '_key', partition);
+        EXECUTE format('ALTER TABLE outbox.inbox ATTACH PARTITION outbox.%I FOR VALUES FROM (%L) TO (%L)',
+                       partition, v_lower, v_upper);
+        INSERT INTO outbox.inbox_partitions (name, lower_bound, upper_bound) VALUES (partition, v_lower, v_upper);
+        RETURN QUERY SELECT 'created', partition, v_lower, v_upper,
+            CASE WHEN v_upper = v_current AND v_lower < v_current - v_step THEN 'covers the time up to now' END;
+        v_lower := v_upper;
+    END LOOP;
+END
+$$;
+
+-- Rotation of the inbox, on its own or as part of outbox.rotate(): partitions ahead, and
+-- those past outbox.inbox_retention dropped. A record that is gone can no longer tell a
+-- duplicate: inbox_receive() then says the event is new (docs/inbox.md). An inbox never
+-- used has no partition, and gets none here: its first inbox_receive() makes them.
+CREATE FUNCTION outbox.rotate_inbox()
+RETURNS TABLE (action text, partition text, lower_bound timestamptz, upper_bound timestamptz, detail text)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    s           record;
+    v_now       timestamptz := clock_timestamp();
+    v_retention integer;
+    v_old       text[];
+    v_timeout   text;
+    p           record;
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(hashtext('outbox.rotate_inbox')) THEN
+        RAISE NOTICE 'outbox.rotate_inbox: another rotation of the inbox is running; nothing done';
+        RETURN;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhparent = 'outbox.inbox'::regclass) THEN
+        RETURN;
+    END IF;
+    SELECT * INTO s FROM outbox._partition_settings();
+    v_retention := outbox._inbox_retention();
+    RETURN QUERY SELECT * FROM outbox._create_inbox_partitions(v_now);
+    IF v_retention = 0 THEN
+        RETURN;
+    END IF;
+    SELECT array_agg(q.name ORDER BY q.lower_bound) INTO v_old FROM outbox.inbox_partitions q
+     WHERE q.upper_bound <= v_now - make_interval(secs => v_retention);
+    IF v_old IS NULL THEN
+        RETURN;
+    END IF;
+    -- As for events: wait briefly for the lock, never queue every consumer behind it.
+    v_timeout := current_setting('lock_timeout');
+    PERFORM set_config('lock_timeout', s.lock_timeout_ms || 'ms', true);
+    BEGIN
+        IF s.lock_timeout_ms = 0 THEN
+            LOCK TABLE outbox.inbox IN ACCESS EXCLUSIVE MODE NOWAIT;
+        ELSE
+            LOCK TABLE outbox.inbox IN ACCESS EXCLUSIVE MODE;
+        END IF;
+    EXCEPTION WHEN lock_not_available THEN
+        PERFORM set_config('lock_timeout', v_timeout, true);
+        RAISE NOTICE 'outbox.rotate_inbox: outbox.inbox is busy; dropping old partitions is left for the next run'
+            USING DETAIL = format('The lock was not granted within %s ms.', s.lock_timeout_ms);
+        RETURN QUERY SELECT 'skipped', q.name, q.lower_bound, q.upper_bound, 'lock not granted in time'::text
+                       FROM outbox.inbox_partitions q WHERE q.name = ANY (v_old) ORDER BY q.lower_bound;
+        RETURN;
+    END;
+    PERFORM set_config('lock_timeout', v_timeout, true);
+    FOR p IN SELECT q.* FROM outbox.inbox_partitions q WHERE q.name = ANY (v_old) ORDER BY q.lower_bound LOOP
+        EXECUTE format('DROP TABLE outbox.%I', p.name);
+        DELETE FROM outbox.inbox_partitions q WHERE q.name = p.name;
+        RETURN QUERY SELECT 'dropped', p.name, p.lower_bound, p.upper_bound, NULL::text;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION outbox.rotate_inbox() IS
+  'Makes the inbox''s future partitions and drops those past outbox.inbox_retention (outbox.rotate() calls it).';
+
+-- Records that `consumer` received the event, in the caller's transaction: true the first
+-- time, false for a copy (also once the first copy's transaction commits, when two race).
+-- event_time is needed only for an id that is not a UUIDv7: the event's own time (its
+-- created_at, CloudEvents' time), the same for every copy.
+CREATE FUNCTION outbox.inbox_receive(consumer pg_catalog.text, event_id pg_catalog.uuid,
+                                     event_time pg_catalog.timestamptz DEFAULT NULL)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME', 'outbox_inbox_receive'
+LANGUAGE C VOLATILE PARALLEL UNSAFE SECURITY DEFINER;
+-- Like enqueue, it does not pin search_path: its one statement is prepared on the partition,
+-- schema-qualified, with typed parameters (sql/privileges.sql tries).
+COMMENT ON FUNCTION outbox.inbox_receive(pg_catalog.text, pg_catalog.uuid, pg_catalog.timestamptz) IS
+  'Records that a consumer received an event, in the caller''s transaction: true the first time, false for a duplicate.';
+REVOKE ALL ON FUNCTION outbox.inbox_receive(pg_catalog.text, pg_catalog.uuid, pg_catalog.timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox.rotate_inbox() FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._create_inbox_partitions(timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._inbox_retention() FROM PUBLIC;
+REVOKE ALL ON outbox.inbox, outbox.inbox_partitions FROM PUBLIC;
+
+-- Rotation, as pg_cron runs it: the events' partitions, then the inbox's. Each part takes
+-- its own locks, and can run alone (outbox.rotate_inbox()).
+CREATE OR REPLACE FUNCTION outbox.rotate()
+RETURNS TABLE (action text, partition text, lower_bound timestamptz, upper_bound timestamptz, detail text)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY SELECT * FROM outbox._rotate_events();
+    RETURN QUERY SELECT * FROM outbox.rotate_inbox();
+END
+$$;
+COMMENT ON FUNCTION outbox.rotate() IS
+  'Makes future partitions of the events and the inbox; drops the events'' past outbox.retention that hold no unpublished event, and the inbox''s past outbox.inbox_retention.';
+REVOKE ALL ON FUNCTION outbox._rotate_events() FROM PUBLIC;
+
 
 -- A requeued event takes a new sequence number: it goes to the end of the queue, above the
 -- relay's low-water mark, as a new event would.

@@ -22,6 +22,7 @@
 #include "pg/partition_route.hpp"
 #include "pg/relay_shmem.hpp"
 #include "pg/settings.hpp"
+#include "pg/text_measure.hpp"
 
 extern "C" {
 #include "access/xact.h"
@@ -52,22 +53,6 @@ struct EventDatums {
   Datum aggregatetype, aggregateid, type, payload, headers, id;
   bool aggregatetype_null, aggregateid_null, type_null, payload_null, headers_null, id_null;
 };
-
-struct TextMeasure {
-  bool is_null;
-  size_t chars;
-};
-
-// Only needs the exact character count when the bytes exceed the limit.
-TextMeasure measure_text(Datum value, bool is_null) {
-  if (is_null) return {true, 0};
-  return guard([&]() -> TextMeasure {
-    text* t = DatumGetTextPP(value);
-    size_t bytes = VARSIZE_ANY_EXHDR(t);
-    if (bytes <= kMaxNameChars) return {false, bytes};
-    return {false, static_cast<size_t>(pg_mbstrlen_with_len(VARDATA_ANY(t), bytes))};
-  });
-}
 
 struct HeadersMeasure {
   bool is_object;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "pg/event_indexes.hpp"
+#include "pg/partition_bounds.hpp"
 
 extern "C" {
 #include "access/table.h"
@@ -14,12 +15,9 @@ extern "C" {
 #include "catalog/pg_class.h"
 #include "commands/sequence.h"
 #include "executor/executor.h"
-#include "partitioning/partbounds.h"
-#include "partitioning/partdesc.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
-#include "utils/partcache.h"
 #include "utils/rel.h"
 }
 
@@ -49,23 +47,6 @@ constexpr std::array<const char*, kColumns> kNames = {
     "seq",     "created_at", "part_at", "published_at",  "next_attempt_at",
     "dead_at", "attempts",   "id",      "aggregatetype", "aggregateid",
     "type",    "payload",    "headers", "last_error"};
-
-// The partition of the parent that holds part_at, as the executor's tuple routing finds it;
-// InvalidOid when none does.
-Oid partition_for(Relation parent, TimestampTz part_at) {
-  PartitionKey key = RelationGetPartitionKey(parent);
-  PartitionDesc desc = RelationGetPartitionDesc(parent, true);
-  PartitionBoundInfo bounds = desc->boundinfo;
-  if (bounds == nullptr || key->strategy != PARTITION_STRATEGY_RANGE || key->partnatts != 1) {
-    return InvalidOid;
-  }
-  Datum value = TimestampTzGetDatum(part_at);
-  bool equal = false;
-  const int offset = partition_range_datum_bsearch(key->partsupfunc, key->partcollation, bounds, 1,
-                                                   &value, &equal);
-  const int index = bounds->indexes[offset + 1];
-  return index < 0 ? InvalidOid : desc->oids[index];
-}
 
 bool needs_executor(Relation rel) {
   return rel->trigdesc != nullptr || rel->rd_rel->relrowsecurity ||

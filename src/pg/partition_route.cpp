@@ -4,13 +4,12 @@
 #include <algorithm>
 
 #include "pg/boundary.hpp"
+#include "pg/partition_bounds.hpp"
 #include "pg/relay_databases.hpp"
 
 extern "C" {
 #include "access/table.h"
 #include "executor/spi.h"
-#include "partitioning/partbounds.h"
-#include "partitioning/partdesc.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -33,26 +32,13 @@ struct RouteState {
 };
 RouteState state;
 
-// Reads the newest partition's upper bound from the partition descriptor, which follows
-// the catalog rather than the transaction snapshot. Runs only when the clock passes the
-// cached bound.
+// Reads the newest partition's upper bound. Runs only when the clock passes the cached bound.
 TimestampTz read_newest_upper() {
   return guard([&]() -> TimestampTz {
-    Oid nsp = get_namespace_oid("outbox", false);
-    Oid relid = get_relname_relid("events", nsp);
+    Oid relid = get_relname_relid("events", get_namespace_oid("outbox", false));
     if (!OidIsValid(relid)) elog(ERROR, "outbox.events does not exist");
     Relation rel = table_open(relid, RowExclusiveLock);
-    PartitionDesc desc = RelationGetPartitionDesc(rel, true);
-    TimestampTz newest = DT_NOBEGIN;
-    PartitionBoundInfo bounds = desc->boundinfo;
-    if (desc->nparts > 0 && bounds != nullptr && bounds->ndatums > 0) {
-      int last = bounds->ndatums - 1;
-      if (bounds->kind != nullptr && bounds->kind[last][0] != PARTITION_RANGE_DATUM_VALUE) {
-        newest = DT_NOEND;  // a hand-made partition up to MAXVALUE
-      } else {
-        newest = DatumGetTimestampTz(bounds->datums[last][0]);
-      }
-    }
+    const TimestampTz newest = newest_upper(rel);
     table_close(rel, NoLock);
     return newest;
   });

@@ -10,6 +10,7 @@ Settings settings = {
     /* max_headers_bytes */ 16 * 1024,
     /* partition_interval_s */ 24 * 60 * 60,
     /* retention_s */ 7 * 24 * 60 * 60,
+    /* inbox_retention_s */ 7 * 24 * 60 * 60,
     /* premake */ 4,
     /* rotate_lock_timeout_ms */ 100,
     /* partition_fillfactor */ 100,
@@ -67,6 +68,13 @@ void define_settings() {
       "holds no unpublished event. 0 keeps every partition.",
       &settings.retention_s, settings.retention_s, 0, INT_MAX, PGC_SUSET, GUC_UNIT_S, nullptr,
       nullptr, nullptr);
+  DefineCustomIntVariable(
+      "outbox.inbox_retention",
+      "How long the consumer's inbox remembers an event, by the event's time.",
+      "outbox.rotate() drops an inbox partition once its whole range is older than this; a "
+      "copy of an event that old then counts as new. 0 keeps every partition.",
+      &settings.inbox_retention_s, settings.inbox_retention_s, 0, INT_MAX, PGC_SUSET, GUC_UNIT_S,
+      nullptr, nullptr, nullptr);
   DefineCustomIntVariable(
       "outbox.premake", "How many future partitions outbox.rotate() keeps ready.", nullptr,
       &settings.premake, settings.premake, 1, 1000, PGC_SUSET, 0, nullptr, nullptr, nullptr);
@@ -223,4 +231,10 @@ OUTBOX_FUNCTION(outbox_partition_settings) {
     }
     return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
   });
+}
+
+// outbox._inbox_retention(): outbox.inbox_retention in seconds, for outbox.rotate_inbox().
+OUTBOX_FUNCTION(outbox_inbox_retention) {
+  (void)fcinfo;
+  return Int32GetDatum(outbox::pg::settings.inbox_retention_s);
 }

@@ -8,6 +8,7 @@ struct Settings {
   int max_headers_bytes;
   int partition_interval_s;
   int retention_s;
+  int inbox_retention_s;
   int premake;
   int rotate_lock_timeout_ms;
   int partition_fillfactor;

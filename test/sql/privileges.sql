@@ -10,11 +10,11 @@ SELECT p.proname
  WHERE p.pronamespace = 'outbox'::regnamespace
    AND has_function_privilege('app_nobody', p.oid, 'EXECUTE')
  ORDER BY 1;
--- Every function pins search_path, except the three C functions on the hot path: enqueue and
--- enqueue_batch, whose only SQL is a schema-qualified INSERT without operator or function
--- names (see below), and _next_seq, the column default, which runs no SQL; and shard_of,
--- whose SQL names only pg_catalog objects (a SET clause would keep it from being inlined
--- into the relay's queries).
+-- Every function pins search_path, except the C functions on the hot path: enqueue,
+-- enqueue_batch and inbox_receive, whose SQL is schema-qualified, without operator or
+-- unqualified function names (see below); _next_seq, the column default, which runs no
+-- SQL; and shard_of, whose SQL names only pg_catalog objects (a SET clause would keep it
+-- from being inlined into the relay's queries).
 SELECT p.proname
   FROM pg_proc p
  WHERE p.pronamespace = 'outbox'::regnamespace
@@ -78,6 +78,22 @@ SELECT cardinality(outbox.enqueue_batch('[{"aggregatetype": "order", "aggregatei
 RESET search_path;
 SELECT count(*) AS in_trap FROM trap.events;
 RESET ROLE;
+-- Nor inbox_receive, granted as docs/security.md grants it to a consumer, with look-alikes of
+-- its table and of the function that makes its first partitions.
+GRANT EXECUTE ON FUNCTION outbox.inbox_receive(text, uuid, timestamptz) TO app_writer;
+SET ROLE app_writer;
+CREATE TABLE trap.inbox (event_at timestamptz, received_at timestamptz, event_id uuid, consumer text);
+CREATE FUNCTION trap._create_inbox_partitions(timestamptz) RETURNS SETOF record LANGUAGE sql AS 'SELECT NULL::record';
+CREATE FUNCTION trap.count(anyelement) RETURNS bigint LANGUAGE sql AS 'SELECT -1::bigint';
+SET search_path = trap, pg_catalog, public;
+CREATE TEMP TABLE inbox (event_id uuid);
+SET search_path = pg_temp, trap, pg_catalog, public;
+SELECT outbox.inbox_receive('hostile', '00000000-0000-4000-8000-000000000001', now()) AS new,
+       outbox.inbox_receive('hostile', '00000000-0000-4000-8000-000000000001', now()) AS again;
+RESET search_path;
+SELECT count(*) AS in_trap FROM trap.inbox;
+RESET ROLE;
+SELECT consumer, event_id FROM outbox.inbox WHERE consumer = 'hostile';
 SELECT aggregateid, payload, seq > 0 AS real_seq FROM outbox.events WHERE aggregateid = 'hostile' ORDER BY seq;
 -- Nor shard_of (no SET clause, so that it is inlined): it names pg_catalog's hashtext and
 -- operators, not look-alikes that come first in the path.

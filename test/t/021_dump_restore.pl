@@ -5,7 +5,8 @@
 #  - every event that was not published is delivered, once; published ones are not sent
 #    again, and dead letters stay dead letters;
 #  - new events are delivered, with seq values above the restored ones;
-#  - the partitions are back under rotate()'s management, and the sink configuration is back.
+#  - the partitions are back under rotate()'s management, and the sink configuration is back;
+#  - a consumer's inbox in the same database keeps its records, and still tells a copy.
 # The source runs no relay (outbox.workers = 0), so that the events keep the states given
 # here; each restore runs on its own server with a relay, both sending to one Kafka topic.
 use strict;
@@ -52,6 +53,13 @@ UPDATE outbox.events SET published_at = now() WHERE type = 'published';
 UPDATE outbox.events SET dead_at = now(), attempts = 10, last_error = 'refused' WHERE type = 'dead';
 UPDATE outbox.events SET next_attempt_at = now(), attempts = 1, last_error = 'refused' WHERE type = 'retry';
 });
+	# A consumer's inbox in the same database: its records of the published events.
+	$source->safe_psql('postgres',
+		q{SELECT count(outbox.inbox_receive('billing', id)) FROM outbox.events WHERE type = 'published'});
+	my $inbox_sql = q{SELECT string_agg(consumer || ' ' || event_id, ',' ORDER BY event_id) FROM outbox.inbox};
+	my $inbox = $source->safe_psql('postgres', $inbox_sql);
+	my $inbox_partitions = $source->safe_psql('postgres',
+		'SELECT string_agg(name, \',\' ORDER BY name) FROM outbox.inbox_partitions');
 	my $max_seq = $source->safe_psql('postgres', 'SELECT max(seq) FROM outbox.events');
 	my $partitions = $source->safe_psql('postgres', 'SELECT string_agg(name, \',\' ORDER BY name) FROM outbox.partitions');
 	my $sink_config = $source->safe_psql('postgres', 'SELECT sink || \' \' || options::text FROM outbox.sink_config');
@@ -95,6 +103,11 @@ UPDATE outbox.events SET next_attempt_at = now(), attempts = 1, last_error = 're
 		is($node->safe_psql('restored', q{SELECT count(*) FROM outbox.partitions p
 		      WHERE to_regclass(format('outbox.%I', p.name)) IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'outbox.events'::regclass)}),
 			scalar(split /,/, $partitions), "$label, $format: every partition is attached");
+		is($node->safe_psql('restored', $inbox_sql), $inbox, "$label, $format: the inbox's records are back");
+		is($node->safe_psql('restored', 'SELECT string_agg(name, \',\' ORDER BY name) FROM outbox.inbox_partitions'),
+			$inbox_partitions, "$label, $format: the inbox's partitions' bookkeeping is back");
+		is($node->safe_psql('restored', qq{SELECT outbox.inbox_receive('billing', '$ids{published}[0]')}), 'f',
+			"$label, $format: the inbox still tells a copy");
 		my ($rc, $rotate_out, $rotate_err) = $node->psql('restored', 'SELECT count(*) FROM outbox.rotate()');
 		is($rc, 0, "$label, $format: rotate() runs") or diag($rotate_err);
 		is($node->safe_psql('restored', 'SELECT sink || \' \' || options::text FROM outbox.sink_config'),

@@ -1,0 +1,169 @@
+// outbox.inbox_receive(consumer, event_id, event_time): the consumer's inbox (docs/inbox.md).
+// One INSERT ... ON CONFLICT DO NOTHING into the partition of the event's time
+// (core/inbox_rules.hpp), planned once per partition and backend: the row is not routed
+// through outbox.inbox, which would cost more than the row (as for enqueue, bench/cost.sh).
+#include <algorithm>
+#include <optional>
+
+#include "core/inbox_rules.hpp"
+#include "pg/boundary.hpp"
+#include "pg/partition_bounds.hpp"
+#include "pg/text_measure.hpp"
+
+extern "C" {
+#include "access/table.h"
+}
+
+namespace outbox::pg {
+namespace {
+
+constexpr const char* kFunction = "outbox.inbox_receive";
+constexpr const char* kCreatePartitionsSql =
+    "SELECT pg_catalog.count(*) FROM outbox._create_inbox_partitions($1)";
+constexpr Oid kInsertTypes[3] = {TIMESTAMPTZOID, UUIDOID, TEXTOID};
+constexpr int kMaxPlans = 32;  // partitions a backend keeps a plan for; then it starts over
+
+// Per-backend; trivially destructible. A plan is used only for the partition of that oid
+// and name: an oid can come back as another table's after a drop.
+struct PartitionPlan {
+  Oid partition;
+  NameData name;
+  SPIPlanPtr plan;
+};
+struct InboxState {
+  PartitionPlan plans[kMaxPlans];
+  int count = 0;
+};
+InboxState state;
+
+enum class Where { kPartition, kPast, kFuture };
+struct Route {
+  Where where;
+  Oid partition;
+  TimestampTz newest_upper;  // where the newest partition ends (DT_NOBEGIN: none)
+};
+
+// The partition that holds `at`, from the partition descriptor (which follows the catalog,
+// not the snapshot). outbox.inbox is locked as an INSERT locks it: rotate_inbox() drops
+// partitions under ACCESS EXCLUSIVE, so none goes away before this transaction ends.
+Route find_partition(TimestampTz at) {
+  return guard([&]() -> Route {
+    const Oid relid = get_relname_relid("inbox", get_namespace_oid("outbox", false));
+    if (!OidIsValid(relid)) elog(ERROR, "outbox.inbox does not exist");
+    Relation rel = table_open(relid, RowExclusiveLock);
+    Route route{Where::kFuture, partition_for(rel, at), newest_upper(rel)};
+    table_close(rel, NoLock);
+    if (OidIsValid(route.partition)) {
+      route.where = Where::kPartition;
+    } else if (at < route.newest_upper) {
+      route.where = Where::kPast;  // before the oldest partition, or in a hole
+    }
+    return route;
+  });
+}
+
+// The partitions up to outbox.premake intervals ahead, as rotate_inbox() makes them: for the
+// first call, and when rotation has not run for a while.
+void make_partitions() {
+  guard([] {
+    Datum now = TimestampTzGetDatum(GetCurrentTimestamp());
+    Oid type = TIMESTAMPTZOID;
+    if (SPI_execute_with_args(kCreatePartitionsSql, 1, &type, &now, nullptr, false, 0) !=
+        SPI_OK_SELECT) {
+      elog(ERROR, "outbox: making the inbox's partitions failed");
+    }
+  });
+}
+
+SPIPlanPtr insert_plan(Oid partition) {
+  return guard([&]() -> SPIPlanPtr {
+    const char* name = get_rel_name(partition);
+    const char* schema = get_namespace_name(get_rel_namespace(partition));
+    if (name == nullptr || schema == nullptr) elog(ERROR, "outbox.inbox: a partition went away");
+    for (int i = 0; i < state.count; ++i) {
+      const PartitionPlan& p = state.plans[i];
+      if (p.partition == partition && strcmp(NameStr(p.name), name) == 0) return p.plan;
+    }
+    if (state.count == kMaxPlans) {
+      for (int i = 0; i < state.count; ++i) SPI_freeplan(state.plans[i].plan);
+      state.count = 0;
+    }
+    const char* sql = psprintf(
+        "INSERT INTO %s (event_at, event_id, consumer) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+        quote_qualified_identifier(schema, name));
+    SPIPlanPtr plan = SPI_prepare(sql, 3, const_cast<Oid*>(kInsertTypes));
+    if (plan == nullptr || SPI_keepplan(plan) != 0) {
+      elog(ERROR, "outbox: preparing the inbox's insert failed: %s",
+           SPI_result_code_string(SPI_result));
+    }
+    PartitionPlan& kept = state.plans[state.count++];
+    kept.partition = partition;
+    namestrcpy(&kept.name, name);
+    kept.plan = plan;
+    return plan;
+  });
+}
+
+std::string time_text(TimestampTz t) {
+  return guard([&] { return timestamptz_to_str(t); });
+}
+
+}  // namespace
+}  // namespace outbox::pg
+
+// outbox.inbox_receive(consumer text, event_id uuid, event_time timestamptz DEFAULT NULL)
+// RETURNS boolean: true when this consumer had no record of the event, which it now has (in
+// the caller's transaction); false for a copy. Not STRICT: a NULL gets its own error.
+OUTBOX_FUNCTION(outbox_inbox_receive) {
+  using namespace outbox::pg;
+  const TextMeasure consumer = measure_text(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
+  outbox::check_required_text(kFunction, "consumer", consumer.is_null, consumer.chars);
+  outbox::Uuid id{};
+  if (!PG_ARGISNULL(1)) memcpy(id.data(), PG_GETARG_UUID_P(1)->data, id.size());
+  std::optional<int64_t> given_unix_us;
+  if (!PG_ARGISNULL(2)) {
+    const TimestampTz given = PG_GETARG_TIMESTAMPTZ(2);
+    if (TIMESTAMP_NOT_FINITE(given)) {
+      throw outbox::Error(outbox::sqlstate::kInvalidParameterValue,
+                          std::string(kFunction) + ": event_time must be finite");
+    }
+    given_unix_us = given + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+  }
+  const int64_t unix_us =
+      outbox::inbox_event_unix_us(PG_ARGISNULL(1) ? nullptr : &id, given_unix_us);
+  const TimestampTz at = unix_us - (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+
+  guard([] {
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "outbox: SPI_connect failed");
+  });
+  Route route = find_partition(at);
+  if (route.where == Where::kFuture) {
+    make_partitions();
+    route = find_partition(at);
+  }
+  if (route.where == Where::kFuture) {
+    throw outbox::Error(outbox::sqlstate::kInvalidParameterValue,
+                        std::string(kFunction) + ": the event's time (" + time_text(at) +
+                            ") is past the inbox's newest partition",
+                        route.newest_upper == DT_NOBEGIN
+                            ? std::string("The inbox has no partition.")
+                            : "Its partitions end at " + time_text(route.newest_upper) + ".",
+                        "Partitions are made outbox.premake intervals ahead of the clock: "
+                        "check the clock of the event's producer.");
+  }
+  // Past outbox.inbox_retention (or in a range whose partition was dropped by hand) no
+  // record can tell a copy: the event counts as new, at least once rather than never.
+  bool is_new = true;
+  if (route.where == Where::kPartition) {
+    SPIPlanPtr plan = insert_plan(route.partition);
+    is_new = guard([&] {
+      Datum values[3] = {TimestampTzGetDatum(at), PG_GETARG_DATUM(1), PG_GETARG_DATUM(0)};
+      if (SPI_execute_plan(plan, values, nullptr, false, 0) != SPI_OK_INSERT) {
+        elog(ERROR, "outbox: the inbox's insert failed");
+      }
+      return SPI_processed == 1;
+    });
+  }
+  guard([] { SPI_finish(); });
+  return BoolGetDatum(is_new);
+}
