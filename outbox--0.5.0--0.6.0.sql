@@ -5,7 +5,8 @@
 -- outbox.status shows the held keys; requeue() and requeue_dead() call outbox._next_seq
 -- with a typed argument (no overload planted in the schema can catch the call);
 -- outbox.version() says which library the server loaded; the consumer's inbox
--- (outbox.inbox_receive(), rotated by outbox.rotate()).
+-- (outbox.inbox_receive(), rotated by outbox.rotate()); dead letters requeued or discarded
+-- in bulk, by filter (outbox.requeue_dead(...), outbox.discard_dead(...)).
 
 
 -- Refuse a schema that anyone but a superuser controls. A role that owns it, may create in
@@ -245,10 +246,10 @@ BEGIN
     SELECT r.low_water INTO v_low_water FROM outbox.relay_state r;
     FOR p IN SELECT q.* FROM outbox.partitions q WHERE q.name = ANY (v_candidates) ORDER BY q.lower_bound
     LOOP
-        EXECUTE format('SELECT EXISTS (SELECT 1 FROM outbox.%1$I e WHERE seq >= $1 AND published_at IS NULL'
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM outbox.%1$I e WHERE seq >= $1 AND published_at IS NULL AND dead_at IS NULL'
                        '                 AND outbox._delivered_at(e.seq) IS NULL)'
                        ' OR EXISTS (SELECT 1 FROM outbox.%1$I WHERE next_attempt_at IS NOT NULL AND published_at IS NULL)'
-                       ' OR EXISTS (SELECT 1 FROM outbox.%1$I WHERE dead_at IS NOT NULL AND published_at IS NULL)', p.name)
+                       ' OR EXISTS (SELECT 1 FROM outbox.%1$I WHERE dead_at IS NOT NULL AND published_at IS NULL AND discarded_at IS NULL)', p.name)
            INTO STRICT v_busy USING coalesce(v_low_water, 0);
         IF v_busy THEN
             RAISE WARNING 'outbox.rotate: a partition past retention holds unpublished events; not dropped'
@@ -267,7 +268,7 @@ BEGIN
 END
 $$;
 
--- The consumer's inbox (docs/inbox.md): which events a consumer has applied, so that it
+-- The consumer's inbox (docs/reference.md, outbox.inbox_receive): which events a consumer has applied, so that it
 -- applies each once. A row per (consumer, event id), partitioned by the event's own time (a
 -- UUIDv7's, or the time the consumer gives for another id), so that every copy of an event
 -- meets its first copy's row in the same partition, and old records go with their
@@ -329,6 +330,12 @@ BEGIN
     WHILE v_lower < v_current + v_step * (s.premake + 1) LOOP
         v_upper := greatest(outbox._bucket_start(v_lower, s.interval_seconds) + v_step, v_current);
         partition := 'inbox_' || to_char(v_lower AT TIME ZONE 'UTC', 'YYYYMMDD"_"HH24MISS');
+        -- Made meanwhile by a transaction that this one's snapshot does not see (REPEATABLE
+        -- READ); the catalog does.
+        IF to_regclass(format('outbox.%I', partition)) IS NOT NULL THEN
+            v_lower := v_upper;
+            CONTINUE;
+        END IF;
         EXECUTE format('CREATE TABLE outbox.%I (LIKE outbox.inbox INCLUDING DEFAULTS)', partition);
         EXECUTE format('CREATE UNIQUE INDEX %I ON outbox.%I (consumer, event_id)', partition || '_key', partition);
         EXECUTE format('ALTER TABLE outbox.inbox ATTACH PARTITION outbox.%I FOR VALUES FROM (%L) TO (%L)',
@@ -343,7 +350,7 @@ $$;
 
 -- Rotation of the inbox, on its own or as part of outbox.rotate(): partitions ahead, and
 -- those past outbox.inbox_retention dropped. A record that is gone can no longer tell a
--- duplicate: inbox_receive() then says the event is new (docs/inbox.md). An inbox never
+-- duplicate: inbox_receive() then says the event is new. An inbox never
 -- used has no partition, and gets none here: its first inbox_receive() makes them.
 CREATE FUNCTION outbox.rotate_inbox()
 RETURNS TABLE (action text, partition text, lower_bound timestamptz, upper_bound timestamptz, detail text)
@@ -456,7 +463,7 @@ DECLARE
 BEGIN
     UPDATE outbox.events
        SET seq = outbox._next_seq('outbox.events_seq'::pg_catalog.regclass), dead_at = NULL, attempts = 0,
-           next_attempt_at = NULL
+           next_attempt_at = NULL, discarded_at = NULL
      WHERE id = event_id AND published_at IS NULL
        AND outbox._delivered_at(events.seq) IS NULL;
     v_found := FOUND;
@@ -468,28 +475,135 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION outbox.requeue(uuid) IS
-  'Sends a dead-lettered (or waiting) event again: clears dead_at, attempts and the retry time.';
+  'Sends a dead-lettered, discarded or waiting event again: clears dead_at, discarded_at, attempts and the retry time.';
 
-CREATE OR REPLACE FUNCTION outbox.requeue_dead()
+-- Dead letters can be discarded (kept until rotation, never sent).
+ALTER TABLE outbox.events ADD COLUMN discarded_at pg_catalog.timestamptz;
+CREATE OR REPLACE VIEW outbox.dead_letters AS
+SELECT e.id, e.seq, e.aggregatetype, e.aggregateid, e.type, e.created_at, e.attempts,
+       e.last_error, e.dead_at
+  FROM outbox.events e
+ WHERE e.published_at IS NULL AND e.dead_at IS NOT NULL AND e.discarded_at IS NULL;
+
+-- requeue_dead() takes filters now: the 0.5.0 function goes, its grants go to the new one.
+ALTER FUNCTION outbox.requeue_dead() RENAME TO _requeue_dead_0_5_0;
+-- Dead letters in bulk. requeue_dead() and discard_dead() pick dead letters by the same
+-- filters (NULL: any; error_like is a LIKE pattern on last_error; [dead_after, dead_before)
+-- on dead_at), count them without writing (dry_run), or act on them and log the action.
+-- A discarded event stays in its partition, as 'discarded' in outbox.event_status, until
+-- rotation drops the partition: it no longer keeps the partition, nor counts as a dead
+-- letter. requeue() of its id sends it again.
+CREATE TABLE outbox.dead_letter_actions (
+    at      pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    by_user pg_catalog.text        NOT NULL,
+    action  pg_catalog.text        NOT NULL CHECK (action OPERATOR(pg_catalog.=) ANY ('{requeue,discard}')),
+    filter  pg_catalog.jsonb       NOT NULL,
+    events  pg_catalog.int8        NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('outbox.dead_letter_actions'::pg_catalog.regclass, '');
+COMMENT ON TABLE outbox.dead_letter_actions IS
+  'Every requeue_dead() and discard_dead() that acted: when, by whom (the session''s user), with which filter, on how many events.';
+
+CREATE FUNCTION outbox._act_on_dead(p_action text, p_aggregatetype text, p_type text,
+                                    p_error_like text, p_dead_after timestamptz,
+                                    p_dead_before timestamptz, p_dry_run boolean)
 RETURNS bigint
 LANGUAGE plpgsql
-SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_count bigint;
+    v_seqs   bigint[];
+    v_count  bigint;
+    v_filter jsonb := jsonb_strip_nulls(jsonb_build_object(
+        'aggregatetype', p_aggregatetype, 'type', p_type, 'error_like', p_error_like,
+        'dead_after', p_dead_after, 'dead_before', p_dead_before));
 BEGIN
-    UPDATE outbox.events
-       SET seq = outbox._next_seq('outbox.events_seq'::pg_catalog.regclass), dead_at = NULL, attempts = 0,
-           next_attempt_at = NULL
-     WHERE published_at IS NULL AND dead_at IS NOT NULL;
+    IF p_dry_run IS NULL THEN
+        RAISE EXCEPTION 'outbox.%_dead: dry_run must not be NULL', p_action USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_dead_after >= p_dead_before THEN
+        RAISE EXCEPTION 'outbox.%_dead: dead_after must be before dead_before', p_action
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('dead_after is %s, dead_before %s.', p_dead_after, p_dead_before);
+    END IF;
+    -- The dead letters' own index (each partition's _dead), then a recheck under the
+    -- UPDATE's row locks: a concurrent requeue or discard takes each event once.
+    SELECT array_agg(e.seq) INTO v_seqs FROM outbox.events e
+     WHERE e.dead_at IS NOT NULL AND e.published_at IS NULL AND e.discarded_at IS NULL
+       AND (p_aggregatetype IS NULL OR e.aggregatetype = p_aggregatetype)
+       AND (p_type IS NULL OR e.type = p_type)
+       AND (p_error_like IS NULL OR e.last_error LIKE p_error_like)
+       AND (p_dead_after IS NULL OR e.dead_at >= p_dead_after)
+       AND (p_dead_before IS NULL OR e.dead_at < p_dead_before);
+    IF p_dry_run OR v_seqs IS NULL THEN
+        RETURN coalesce(cardinality(v_seqs), 0);
+    END IF;
+    IF p_action = 'requeue' THEN
+        UPDATE outbox.events e
+           SET seq = outbox._next_seq('outbox.events_seq'::regclass), dead_at = NULL, attempts = 0,
+               next_attempt_at = NULL
+         WHERE e.seq = ANY (v_seqs) AND e.dead_at IS NOT NULL AND e.published_at IS NULL
+           AND e.discarded_at IS NULL;
+    ELSE
+        UPDATE outbox.events e SET discarded_at = now()
+         WHERE e.seq = ANY (v_seqs) AND e.dead_at IS NOT NULL AND e.published_at IS NULL
+           AND e.discarded_at IS NULL;
+    END IF;
     GET DIAGNOSTICS v_count = ROW_COUNT;
-    PERFORM outbox._count_requeued(v_count);
-    PERFORM outbox._notify_relay();
+    INSERT INTO outbox.dead_letter_actions (by_user, action, filter, events)
+    VALUES (session_user, p_action, v_filter, v_count);
+    RAISE LOG 'outbox: %_dead by %: % events (filter %)', p_action, session_user, v_count, v_filter;
+    IF p_action = 'requeue' THEN
+        PERFORM outbox._count_requeued(v_count);
+        PERFORM outbox._notify_relay();
+    END IF;
     RETURN v_count;
 END
 $$;
-COMMENT ON FUNCTION outbox.requeue_dead() IS 'Requeues every dead-lettered event.';
+
+CREATE FUNCTION outbox.requeue_dead(aggregatetype text DEFAULT NULL, type text DEFAULT NULL,
+                                    error_like text DEFAULT NULL, dead_after timestamptz DEFAULT NULL,
+                                    dead_before timestamptz DEFAULT NULL, dry_run boolean DEFAULT false)
+RETURNS bigint
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT outbox._act_on_dead('requeue', $1, $2, $3, $4, $5, $6) $$;
+COMMENT ON FUNCTION outbox.requeue_dead(text, text, text, timestamptz, timestamptz, boolean) IS
+  'Requeues the dead letters that match every filter given (none: all of them); dry_run counts them only.';
+
+CREATE FUNCTION outbox.discard_dead(aggregatetype text DEFAULT NULL, type text DEFAULT NULL,
+                                    error_like text DEFAULT NULL, dead_after timestamptz DEFAULT NULL,
+                                    dead_before timestamptz DEFAULT NULL, dry_run boolean DEFAULT false)
+RETURNS bigint
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT outbox._act_on_dead('discard', $1, $2, $3, $4, $5, $6) $$;
+COMMENT ON FUNCTION outbox.discard_dead(text, text, text, timestamptz, timestamptz, boolean) IS
+  'Discards the dead letters that match every filter given (none: all of them): kept until rotation, never sent; dry_run counts them only.';
+REVOKE ALL ON FUNCTION outbox._act_on_dead(text, text, text, text, timestamptz, timestamptz, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox.requeue_dead(text, text, text, timestamptz, timestamptz, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox.discard_dead(text, text, text, timestamptz, timestamptz, boolean) FROM PUBLIC;
+REVOKE ALL ON outbox.dead_letter_actions FROM PUBLIC;
+DO $$
+DECLARE
+    g record;
+BEGIN
+    FOR g IN SELECT CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                         ELSE pg_catalog.quote_ident(r.rolname) END AS grantee
+               FROM pg_catalog.pg_proc p
+              CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) a
+               LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) a.grantee
+              WHERE p.oid OPERATOR(pg_catalog.=) 'outbox._requeue_dead_0_5_0()'::pg_catalog.regprocedure
+                AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+                AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION outbox.requeue_dead(text, text, text, timestamptz, timestamptz, boolean) TO %s', g.grantee);
+    END LOOP;
+END
+$$;
+DROP FUNCTION outbox._requeue_dead_0_5_0();
 
 -- The version of the library the server loaded (outbox.so), beside the installed SQL's
 -- (pg_extension.extversion): after a package upgrade they differ until ALTER EXTENSION outbox
@@ -525,7 +639,7 @@ SELECT w.worker, w.pid, w.state, w.sink, w.batches, w.events_sent, w.events_fail
            AND e.published_at IS NULL AND e.dead_at IS NULL
            AND outbox._delivered_at(e.seq) IS NULL) q
  CROSS JOIN (SELECT pg_catalog.count(*) AS dead_lettered FROM outbox.events e
-              WHERE e.dead_at IS NOT NULL AND e.published_at IS NULL) d
+              WHERE e.dead_at IS NOT NULL AND e.published_at IS NULL AND e.discarded_at IS NULL) d
  CROSS JOIN (SELECT pg_catalog.count(DISTINCT (e.aggregatetype, e.aggregateid)) AS held_keys
                FROM outbox.events e
               WHERE e.next_attempt_at IS NOT NULL AND e.published_at IS NULL
@@ -548,18 +662,19 @@ COMMENT ON VIEW outbox.status IS
 CREATE VIEW outbox.event_status AS
 SELECT e.id, e.seq, e.aggregatetype, e.aggregateid, e.type, e.payload, e.headers, e.created_at,
        CASE WHEN e.published_at IS NOT NULL OR l.delivered_at IS NOT NULL THEN 'published'
+            WHEN e.discarded_at IS NOT NULL THEN 'discarded'
             WHEN e.dead_at IS NOT NULL THEN 'dead'
             WHEN e.next_attempt_at IS NOT NULL THEN 'retrying'
             ELSE 'pending' END AS state,
        COALESCE(e.published_at, l.delivered_at) AS published_at, e.attempts, e.last_error,
-       e.next_attempt_at, e.dead_at
+       e.next_attempt_at, e.dead_at, e.discarded_at
   FROM outbox.events e
   LEFT JOIN LATERAL (  -- OFFSET 0: one call per event, not one per use of its result
         SELECT outbox._delivered_at(e.seq) AS delivered_at
          WHERE e.published_at IS NULL AND e.dead_at IS NULL AND e.next_attempt_at IS NULL
         OFFSET 0) l ON true;
 COMMENT ON VIEW outbox.event_status IS
-  'Every event with its delivery state: pending, retrying (itself, or behind an earlier event of its key), dead, or published (and when).';
+  'Every event with its delivery state: pending, retrying (itself, or behind an earlier event of its key), dead, discarded (a dead letter given up), or published (and when).';
 
 -- As the install script leaves every table and view: no privilege but the owner's.
 REVOKE ALL ON outbox.event_status FROM PUBLIC;

@@ -20,15 +20,16 @@ extern "C" {
 namespace outbox::pg {
 namespace {
 
-// Every event not yet published, and how many of them are dead letters. Index ranges only
-// (the relay's low-water mark, the retries, the dead letters, the delivery log), like
+// Every event not yet published (nor discarded), and how many of them are dead letters. Index
+// ranges only (the relay's low-water mark, the retries, the dead letters, the delivery log), like
 // outbox.status.
 constexpr const char* kUndeliveredSql =
     "SELECT pg_catalog.count(*), pg_catalog.count(*) FILTER (WHERE e.dead_at IS NOT NULL) "
     "  FROM outbox.events e "
     " WHERE (e.seq >= COALESCE((SELECT r.low_water FROM outbox.relay_state r), 0) "
     "        OR e.next_attempt_at IS NOT NULL OR e.dead_at IS NOT NULL) "
-    "   AND e.published_at IS NULL AND NOT " OUTBOX_IN_DELIVERY_LOG("e");
+    "   AND e.published_at IS NULL AND e.discarded_at IS NULL "
+    "   AND NOT " OUTBOX_IN_DELIVERY_LOG("e");
 
 bool names(List* objects, const char* name) {
   ListCell* cell;

@@ -41,12 +41,13 @@ enum Column {
   kPayload,
   kHeaders,
   kLastError,
+  kDiscardedAt,
   kColumns
 };
 constexpr std::array<const char*, kColumns> kNames = {
     "seq",     "created_at", "part_at", "published_at",  "next_attempt_at",
     "dead_at", "attempts",   "id",      "aggregatetype", "aggregateid",
-    "type",    "payload",    "headers", "last_error"};
+    "type",    "payload",    "headers", "last_error",    "discarded_at"};
 
 bool needs_executor(Relation rel) {
   return rel->trigdesc != nullptr || rel->rd_rel->relrowsecurity ||
@@ -103,8 +104,8 @@ bool insert_event_row(const EventRow& row) {
   // outbox._next_seq(): the transaction's xid before the sequence value (low_water.cpp).
   (void)GetTopTransactionId();
   const int64 seq = nextval_internal(seq_oid, true);
-  // By column (enum Column): the new row; published_at, next_attempt_at, dead_at, last_error
-  // are NULL and attempts 0, as the table's defaults have them.
+  // By column (enum Column): the new row; published_at, next_attempt_at, dead_at, last_error,
+  // discarded_at are NULL and attempts 0, as the table's defaults have them.
   const std::array<Datum, kColumns> value = {Int64GetDatum(seq),
                                              TimestampTzGetDatum(row.created_at),
                                              TimestampTzGetDatum(row.part_at),
@@ -118,6 +119,7 @@ bool insert_event_row(const EventRow& row) {
                                              row.type,
                                              row.payload,
                                              row.headers,
+                                             0,
                                              0};
 
   EState* estate = CreateExecutorState();
@@ -128,7 +130,8 @@ bool insert_event_row(const EventRow& row) {
     slot->tts_values[i] = columns[i] < 0 ? 0 : value[columns[i]];
     const int c = columns[i];
     slot->tts_isnull[i] = c < 0 || c == kPublishedAt || c == kNextAttemptAt || c == kDeadAt ||
-                          c == kLastError || (c == kHeaders && row.headers_null);
+                          c == kLastError || c == kDiscardedAt ||
+                          (c == kHeaders && row.headers_null);
   }
   ExecStoreVirtualTuple(slot);
   open_event_indexes(info, slot->tts_isnull);

@@ -1,4 +1,5 @@
-// outbox.inbox_receive(consumer, event_id, event_time): the consumer's inbox (docs/inbox.md).
+// outbox.inbox_receive(consumer, event_id, event_time): the consumer's inbox
+// (docs/reference.md).
 // One INSERT ... ON CONFLICT DO NOTHING into the partition of the event's time
 // (core/inbox_rules.hpp), planned once per partition and backend: the row is not routed
 // through outbox.inbox, which would cost more than the row (as for enqueue, bench/cost.sh).
@@ -12,6 +13,7 @@
 
 extern "C" {
 #include "access/table.h"
+#include "storage/lmgr.h"
 }
 
 namespace outbox::pg {
@@ -63,8 +65,16 @@ Route find_partition(TimestampTz at) {
 }
 
 // The partitions up to outbox.premake intervals ahead, as rotate_inbox() makes them: for the
-// first call, and when rotation has not run for a while.
-void make_partitions() {
+// first call, and when rotation has not run for a while. Under the lock that making them
+// takes: of two callers, the second finds the first one's partitions (the partition
+// descriptor follows the catalog, whatever the snapshot) and makes none.
+Route make_partitions(TimestampTz at) {
+  guard([] {
+    const Oid inbox = get_relname_relid("inbox", get_namespace_oid("outbox", false));
+    LockRelationOid(inbox, ShareUpdateExclusiveLock);
+  });
+  const Route route = find_partition(at);
+  if (route.where != Where::kFuture) return route;
   guard([] {
     Datum now = TimestampTzGetDatum(GetCurrentTimestamp());
     Oid type = TIMESTAMPTZOID;
@@ -73,6 +83,7 @@ void make_partitions() {
       elog(ERROR, "outbox: making the inbox's partitions failed");
     }
   });
+  return find_partition(at);
 }
 
 SPIPlanPtr insert_plan(Oid partition) {
@@ -137,10 +148,7 @@ OUTBOX_FUNCTION(outbox_inbox_receive) {
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "outbox: SPI_connect failed");
   });
   Route route = find_partition(at);
-  if (route.where == Where::kFuture) {
-    make_partitions();
-    route = find_partition(at);
-  }
+  if (route.where == Where::kFuture) route = make_partitions(at);
   if (route.where == Where::kFuture) {
     throw outbox::Error(outbox::sqlstate::kInvalidParameterValue,
                         std::string(kFunction) + ": the event's time (" + time_text(at) +

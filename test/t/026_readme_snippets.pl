@@ -70,6 +70,23 @@ is($rc, 0, 'the application role enqueues in its own transaction') or diag($err)
 ($rc, $out, $err) = $node->psql('shop', q{SET ROLE app; SELECT count(*) FROM outbox.events});
 like($err, qr/permission denied/, 'and cannot read the events');
 
+# docs/security.md's grants for every role, as pasted: each role can do what the table says.
+my @roles = marked_blocks('docs/security.md', 'security-grants');
+is(scalar @roles, 1, 'docs/security.md has one marked block of grants');
+$node->safe_psql('shop', 'CREATE ROLE consumer LOGIN; CREATE ROLE ops LOGIN; CREATE ROLE watcher LOGIN');
+($rc, $out, $err) = $node->psql('shop', $roles[0], on_error_stop => 1);
+is($rc, 0, "docs/security.md's grants run without error") or diag($err);
+is($node->safe_psql('shop', q{SET ROLE consumer;
+SELECT outbox.inbox_receive('billing', '00000000-0000-4000-8000-000000000001', now())}), 't',
+	'the consumer records an event in its inbox');
+is($node->safe_psql('shop', q{SET ROLE ops;
+SELECT outbox.requeue_dead(dry_run => true) >= 0 AND outbox.discard_dead(dry_run => true) >= 0,
+       (SELECT count(*) FROM outbox.dead_letter_actions) >= 0,
+       (SELECT count(*) FROM outbox.event_status) >= 0}), 't|t|t',
+	'the operator counts and handles dead letters and reads their log and every event');
+($rc, $out, $err) = $node->psql('shop', q{SET ROLE consumer; SELECT count(*) FROM outbox.inbox});
+like($err, qr/permission denied/, "the consumer cannot read the inbox's records");
+
 SKIP: {
 	skip "pg_cron is not installed in $sharedir", 11 unless $have_cron;
 

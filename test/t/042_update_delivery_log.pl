@@ -52,6 +52,11 @@ my @pending = enqueue('pending', 500, 10);
 my $marks = q1(q{SELECT string_agg(id::text || published_at::text, ',' ORDER BY id) FROM outbox.events WHERE type = 'published'});
 is(-s $record_file, 0, 'nothing was sent at 0.5.0');
 
+# An operator role granted 0.5.0's requeue_dead(), which the update replaces by one with
+# filters: the grant carries over.
+q1(q{CREATE ROLE ops; GRANT USAGE ON SCHEMA outbox TO ops; GRANT EXECUTE ON FUNCTION outbox.requeue_dead() TO ops;
+     GRANT SELECT ON outbox.dead_letters TO ops});
+
 my $update_xid = q1(q{BEGIN; ALTER EXTENSION outbox UPDATE; SELECT pg_current_xact_id(); COMMIT;});
 is(q1(q{SELECT extversion FROM pg_extension WHERE extname = 'outbox'}), '0.6.0', 'updated to 0.6.0');
 is(q1(qq{SELECT count(*) FROM outbox.events WHERE xmin::text = '$update_xid'}), '0', 'the update wrote no event row');
@@ -84,6 +89,9 @@ is_deeply(ids($node, q{SELECT id FROM outbox.event_status WHERE state = 'publish
 	[ sort @published, @pending, @retrying, @held ], 'event_status: published is exactly the old and the new deliveries');
 is_deeply(ids($node, q{SELECT id FROM outbox.dead_letters}), [ sort @dead ], 'the dead letters stay');
 is(q1(q{SELECT unpublished || ' ' || dead_lettered FROM outbox.status}), '0 3', 'outbox.status agrees');
+is(q1(q{SET ROLE ops; SELECT outbox.requeue_dead(type => 'dead', dry_run => true)}), '3',
+	"the operator's grant on requeue_dead() carried over to the new one");
+is(q1(q{SELECT count(*) FROM pg_proc WHERE proname LIKE '%requeue_dead%'}), '1', 'the old requeue_dead() is gone');
 
 $node->stop;
 done_testing();
