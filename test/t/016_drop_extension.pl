@@ -58,6 +58,18 @@ like($err, qr/ERROR:  outbox: DROP EXTENSION would discard 1 event that was not 
 is($rc, 0, 'with outbox.drop_discards_events, DROP EXTENSION succeeds');
 like($err, qr/WARNING:  outbox: DROP EXTENSION discards 1 event that was not published/, '... and says what it discarded');
 
+# A dead letter holds the drop up, like any event not published; discarded
+# (outbox.discard_dead()), it no longer does.
+$node->safe_psql('postgres', 'DROP SCHEMA outbox; CREATE EXTENSION outbox');
+enqueue(1, 'dead');
+$node->safe_psql('postgres', q{UPDATE outbox.events SET dead_at = now(), attempts = 10, last_error = 'refused'});
+($rc, $out, $err) = $node->psql('postgres', 'BEGIN; DROP EXTENSION outbox; ROLLBACK;');
+like($err, qr/would discard 1 event that was not published \(1 of them dead-lettered\)/, 'a dead letter: refused');
+is($node->safe_psql('postgres', q{SELECT outbox.discard_dead()}), '1', 'discarded');
+($rc, $out, $err) = $node->psql('postgres', 'DROP EXTENSION outbox');
+is($rc, 0, 'with the dead letter discarded, DROP EXTENSION succeeds');
+is($err, '', '... without a warning');
+
 # 2. The relay forgets the dropped extension's sink. The old one sent to Kafka; the new
 #    installation has the null sink, and its events must not reach the topic.
 $node->safe_psql('postgres', 'DROP SCHEMA outbox; CREATE EXTENSION outbox');
