@@ -1,9 +1,8 @@
 // outbox.inbox_receive(consumer, event_id, event_time): the consumer's inbox
-// (docs/reference.md).
-// One INSERT ... ON CONFLICT DO NOTHING into the partition of the event's time
-// (core/inbox_rules.hpp), planned once per partition and backend: the row is not routed
-// through outbox.inbox, which would cost more than the row (as for enqueue, bench/cost.sh).
-#include <algorithm>
+// (docs/reference.md). The function finds the partition of the event's time
+// (core/inbox_rules.hpp) itself, since it must tell an event past every partition (too old:
+// new, unrecorded) from one ahead of them (make them), and then runs one INSERT ... ON
+// CONFLICT DO NOTHING into it, planned once per partition and backend.
 #include <optional>
 
 #include "core/inbox_rules.hpp"
