@@ -384,6 +384,34 @@ BEGIN
 END
 $$;
 
+-- Takes the ACCESS EXCLUSIVE lock that dropping a partition of p_table needs. Waiting for it
+-- would queue every writer behind rotation, so it waits only briefly (as PgQ does), at most
+-- outbox.rotate_lock_timeout; 0 means NOWAIT: never queue at all. False, with a NOTICE, when
+-- the lock was not granted in time.
+CREATE FUNCTION outbox._lock_to_drop(p_table regclass, p_timeout_ms integer)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_old_timeout text := current_setting('lock_timeout');
+BEGIN
+    PERFORM set_config('lock_timeout', p_timeout_ms || 'ms', true);
+    BEGIN
+        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE%s', p_table,
+                       CASE WHEN p_timeout_ms = 0 THEN ' NOWAIT' ELSE '' END);
+    EXCEPTION WHEN lock_not_available THEN
+        PERFORM set_config('lock_timeout', v_old_timeout, true);
+        RAISE NOTICE 'outbox.rotate: % is busy; dropping old partitions is left for the next run', p_table
+            USING DETAIL = format('The lock was not granted within %s ms.', p_timeout_ms);
+        RETURN false;
+    END;
+    PERFORM set_config('lock_timeout', v_old_timeout, true);
+    RETURN true;
+END
+$$;
+REVOKE ALL ON FUNCTION outbox._lock_to_drop(regclass, integer) FROM PUBLIC;
+
 -- The events' part of outbox.rotate().
 CREATE FUNCTION outbox._rotate_events()
 RETURNS TABLE (action text, partition text, lower_bound timestamptz, upper_bound timestamptz, detail text)
@@ -402,7 +430,6 @@ DECLARE
     v_busy     boolean;
     v_low_water bigint;
     v_candidates text[] := '{}';
-    v_old_timeout text;
     p          record;
 BEGIN
     IF current_setting('transaction_isolation') <> 'read committed' THEN
@@ -462,27 +489,12 @@ BEGIN
         RETURN;
     END IF;
 
-    -- Dropping a partition takes ACCESS EXCLUSIVE on outbox.events. Waiting for it would
-    -- queue every writer behind us, so wait only briefly (as PgQ does).
-    -- outbox.rotate_lock_timeout = 0 means NOWAIT: never queue at all.
-    v_old_timeout := current_setting('lock_timeout');
-    PERFORM set_config('lock_timeout', s.lock_timeout_ms || 'ms', true);
-    BEGIN
-        IF s.lock_timeout_ms = 0 THEN
-            LOCK TABLE outbox.events IN ACCESS EXCLUSIVE MODE NOWAIT;
-        ELSE
-            LOCK TABLE outbox.events IN ACCESS EXCLUSIVE MODE;
-        END IF;
-    EXCEPTION WHEN lock_not_available THEN
-        PERFORM set_config('lock_timeout', v_old_timeout, true);
-        RAISE NOTICE 'outbox.rotate: outbox.events is busy; dropping old partitions is left for the next run'
-            USING DETAIL = format('The lock was not granted within %s ms.', s.lock_timeout_ms);
+    IF NOT outbox._lock_to_drop('outbox.events', s.lock_timeout_ms) THEN
         RETURN QUERY
             SELECT 'skipped', q.name, q.lower_bound, q.upper_bound, 'lock not granted in time'::text
               FROM outbox.partitions q WHERE q.name = ANY (v_candidates) ORDER BY q.lower_bound;
         RETURN;
-    END;
-    PERFORM set_config('lock_timeout', v_old_timeout, true);
+    END IF;
 
     -- With the lock held no writer is in flight, and each statement's snapshot sees every
     -- committed event: the unpublished check cannot miss one. Below the relay's low-water
@@ -609,7 +621,6 @@ DECLARE
     v_now       timestamptz := clock_timestamp();
     v_retention integer;
     v_old       text[];
-    v_timeout   text;
     p           record;
 BEGIN
     IF NOT pg_try_advisory_xact_lock(hashtext('outbox.rotate_inbox')) THEN
@@ -630,24 +641,11 @@ BEGIN
     IF v_old IS NULL THEN
         RETURN;
     END IF;
-    -- As for events: wait briefly for the lock, never queue every consumer behind it.
-    v_timeout := current_setting('lock_timeout');
-    PERFORM set_config('lock_timeout', s.lock_timeout_ms || 'ms', true);
-    BEGIN
-        IF s.lock_timeout_ms = 0 THEN
-            LOCK TABLE outbox.inbox IN ACCESS EXCLUSIVE MODE NOWAIT;
-        ELSE
-            LOCK TABLE outbox.inbox IN ACCESS EXCLUSIVE MODE;
-        END IF;
-    EXCEPTION WHEN lock_not_available THEN
-        PERFORM set_config('lock_timeout', v_timeout, true);
-        RAISE NOTICE 'outbox.rotate_inbox: outbox.inbox is busy; dropping old partitions is left for the next run'
-            USING DETAIL = format('The lock was not granted within %s ms.', s.lock_timeout_ms);
+    IF NOT outbox._lock_to_drop('outbox.inbox', s.lock_timeout_ms) THEN
         RETURN QUERY SELECT 'skipped', q.name, q.lower_bound, q.upper_bound, 'lock not granted in time'::text
                        FROM outbox.inbox_partitions q WHERE q.name = ANY (v_old) ORDER BY q.lower_bound;
         RETURN;
-    END;
-    PERFORM set_config('lock_timeout', v_timeout, true);
+    END IF;
     FOR p IN SELECT q.* FROM outbox.inbox_partitions q WHERE q.name = ANY (v_old) ORDER BY q.lower_bound LOOP
         EXECUTE format('DROP TABLE outbox.%I', p.name);
         DELETE FROM outbox.inbox_partitions q WHERE q.name = p.name;
