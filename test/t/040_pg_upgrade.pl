@@ -80,6 +80,8 @@ my %kept = (
 	'the sink configuration' => q{SELECT sink || ' ' || options::text FROM outbox.sink_config},
 	'the dead letters' => q{SELECT string_agg(id::text, ',' ORDER BY id) FROM outbox.dead_letters},
 	'the partitions' => q{SELECT string_agg(name, ',' ORDER BY name) FROM outbox.partitions},
+	'the inbox' => q{SELECT string_agg(consumer || ' ' || event_id, ',' ORDER BY event_id) FROM outbox.inbox},
+	'the inbox partitions' => q{SELECT string_agg(name, ',' ORDER BY name) FROM outbox.inbox_partitions},
 );
 
 sub upgrade {
@@ -116,6 +118,8 @@ outbox.retry_backoff_max = '10ms'
 	$old->safe_psql('postgres', q{SELECT outbox.configure_sink('null',
 	  '{"record_file": "old.tsv", "reject_aggregateid": "dead", "reject_times": "1000"}')});
 	$old->safe_psql('postgres', q{SELECT outbox.enqueue('order', 'dead', 'T', '{}') FROM generate_series(1, 3)});
+	# A consumer's inbox in the same database, with its records of those events.
+	$old->safe_psql('postgres', q{SELECT count(outbox.inbox_receive('billing', id)) FROM outbox.events WHERE type = 'dead'});
 	ok( $old->poll_query_until('postgres',
 			q{SELECT dead_lettered = 1 AND unpublished = 0 FROM outbox.status}),
 		"$mode: the old cluster has a dead letter, and its key's later events were sent");
@@ -202,6 +206,8 @@ listen_addresses = ''
 	is($new->safe_psql('postgres', qq{SELECT min(seq) > $max_seq FROM outbox.events WHERE type = 'after'}), 't',
 		"$mode: new events take seq values above the old ones");
 	my $after = event_states($new);
+	is($new->safe_psql('postgres', q{SELECT bool_or(outbox.inbox_receive('billing', id)) FROM outbox.events WHERE type = 'dead'}),
+		'f', "$mode: the inbox still tells copies");
 	is($new->safe_psql('postgres', $kept{'the dead letters'}), $kept_before{'the dead letters'},
 		"$mode: the dead letter is still one");
 
