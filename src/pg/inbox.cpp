@@ -8,10 +8,12 @@
 #include "core/inbox_rules.hpp"
 #include "pg/boundary.hpp"
 #include "pg/partition_bounds.hpp"
+#include "pg/settings.hpp"
 #include "pg/text_measure.hpp"
 
 extern "C" {
 #include "access/table.h"
+#include "common/int.h"
 #include "storage/lmgr.h"
 }
 
@@ -22,7 +24,11 @@ constexpr const char* kFunction = "outbox.inbox_receive";
 constexpr const char* kCreatePartitionsSql =
     "SELECT pg_catalog.count(*) FROM outbox._create_inbox_partitions($1)";
 constexpr Oid kInsertTypes[3] = {TIMESTAMPTZOID, UUIDOID, TEXTOID};
-constexpr int kMaxPlans = 32;  // partitions a backend keeps a plan for; then it starts over
+constexpr int kMaxPlans = 32;
+// PostgreSQL's epoch (2000-01-01) in Unix microseconds.
+constexpr int64 kUnixEpochUs =
+    (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) *
+    USECS_PER_DAY;  // partitions a backend keeps a plan for; then it starts over
 
 // Per-backend; trivially destructible. A plan is used only for the partition of that oid
 // and name: an oid can come back as another table's after a drop.
@@ -137,17 +143,28 @@ OUTBOX_FUNCTION(outbox_inbox_receive) {
       throw outbox::Error(outbox::sqlstate::kInvalidParameterValue,
                           std::string(kFunction) + ": event_time must be finite");
     }
-    given_unix_us = given + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+    int64 unix_us = 0;
+    if (pg_add_s64_overflow(given, kUnixEpochUs, &unix_us)) {
+      throw outbox::Error(outbox::sqlstate::kInvalidParameterValue,
+                          std::string(kFunction) + ": event_time is out of range");
+    }
+    given_unix_us = unix_us;
   }
   const int64_t unix_us =
       outbox::inbox_event_unix_us(PG_ARGISNULL(1) ? nullptr : &id, given_unix_us);
-  const TimestampTz at = unix_us - (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+  const TimestampTz at = unix_us - kUnixEpochUs;
 
   guard([] {
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "outbox: SPI_connect failed");
   });
   Route route = find_partition(at);
-  if (route.where == Where::kFuture) route = make_partitions(at);
+  // Making partitions helps only an event that they would cover: not one from a clock far
+  // ahead, which must not take their lock on every call.
+  const int64 ahead_us =
+      static_cast<int64>(settings.premake + 1) * settings.partition_interval_s * USECS_PER_SEC;
+  if (route.where == Where::kFuture && at < GetCurrentTimestamp() + ahead_us) {
+    route = make_partitions(at);
+  }
   if (route.where == Where::kFuture) {
     throw outbox::Error(outbox::sqlstate::kInvalidParameterValue,
                         std::string(kFunction) + ": the event's time (" + time_text(at) +

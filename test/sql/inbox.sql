@@ -15,6 +15,7 @@ SELECT regress.try($$SELECT outbox.inbox_receive('billing', NULL)$$);
 SELECT regress.try($$SELECT outbox.inbox_receive('billing', '00000000-0000-0000-0000-000000000000', now())$$);
 SELECT regress.try($$SELECT outbox.inbox_receive('billing', '550e8400-e29b-41d4-a716-446655440000')$$);
 SELECT regress.try($$SELECT outbox.inbox_receive('billing', '550e8400-e29b-41d4-a716-446655440000', 'infinity')$$);
+SELECT regress.try($$SELECT outbox.inbox_receive('billing', '550e8400-e29b-41d4-a716-446655440000', '294276-12-31 23:59:59+00')$$);
 SELECT regexp_replace(regress.try($$SELECT outbox.inbox_receive('billing', '550e8400-e29b-41d4-a716-446655440000', now() + interval '30 days')$$),
                       '\(.*\)', '(...)') AS far_future;
 SELECT count(*) AS written FROM outbox.inbox;
