@@ -10,7 +10,6 @@ extern "C" {
 #include "miscadmin.h"
 #include "storage/lock.h"
 #include "utils/acl.h"
-#include "utils/rangetypes.h"
 }
 
 // 15 to 18: built and tested on 15, 17 and 18; 16 takes the 15 side of each branch, untested.
@@ -64,16 +63,6 @@ inline bool owns_database(Oid database) {
   return object_ownercheck(DatabaseRelationId, database, GetUserId());
 #else
   return pg_database_ownercheck(database, GetUserId());
-#endif
-}
-
-// A non-empty range from its bounds (16 added an error context). The delivery log's rows
-// (relay/queue.cpp); every test that reads the log (regress delivery_log, TAP 041).
-inline RangeType* range_of(TypeCacheEntry* typcache, RangeBound* lower, RangeBound* upper) {
-#if PG_VERSION_NUM >= 160000
-  return make_range(typcache, lower, upper, false, nullptr);
-#else
-  return make_range(typcache, lower, upper, false);
 #endif
 }
 

@@ -15,8 +15,6 @@
 
 extern "C" {
 #include "utils/array.h"
-#include "utils/multirangetypes.h"
-#include "utils/typcache.h"
 }
 
 namespace outbox::pg::relay {
@@ -75,30 +73,18 @@ constexpr const char* kScanNewSql = OUTBOX_FETCH_COLUMNS
     " ORDER BY seq LIMIT $1";
 constexpr Oid kScanNewTypes[3] = {INT8OID, INT8OID, TIMESTAMPTZOID};
 // The delivery log's row for one batch: its acknowledged events that were not retries
-// (those are marked on their rows), as the runs of consecutive seqs (int8_multirange()).
+// (those are marked on their rows), as the runs of consecutive seqs [$2[i], $3[i]].
 constexpr const char* kLogSql =
-    "INSERT INTO outbox.deliveries (delivered_at, seqs) VALUES ($1, $2)";
-constexpr Oid kLogTypes[2] = {TIMESTAMPTZOID, INT8MULTIRANGEOID};
+    "INSERT INTO outbox.deliveries (delivered_at, seqs) "
+    "SELECT $1, pg_catalog.range_agg(pg_catalog.int8range(u.lo, u.hi, '[]')) "
+    "  FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)) AS u(lo, hi)";
+constexpr Oid kLogTypes[3] = {TIMESTAMPTZOID, INT8ARRAYOID, INT8ARRAYOID};
 // No statement locks rows: a shard's events are this relay's alone (ownership.cpp), and its
 // own transactions never overlap. That saves a lock, and its WAL record, per event.
 // Marking plans kept per partition, at most.
 constexpr size_t kMaxCachedPlans = 128;
 // The payload buffer (Queue::payload_scratch_) is given back once a payload grew it past this.
 constexpr int kPayloadScratchKeepBytes = 1024 * 1024;
-
-// The runs as an int8multirange, built here rather than by range_agg() over unnest()ed
-// arrays: with several workers a batch has hundreds of runs, and the aggregate's executor
-// rows, sort and merge cost a worker more than the rest of the log's row. Runs inside guard().
-Datum int8_multirange(const SeqSet::Interval* runs, int n) {
-  TypeCacheEntry* typcache = lookup_type_cache(INT8RANGEOID, TYPECACHE_RANGE_INFO);
-  RangeType** ranges = static_cast<RangeType**>(palloc(sizeof(RangeType*) * n));
-  for (int i = 0; i < n; ++i) {
-    RangeBound lower{Int64GetDatum(runs[i].lo), false, true, true};
-    RangeBound upper{Int64GetDatum(runs[i].hi), false, true, false};
-    ranges[i] = range_of(typcache, &lower, &upper);
-  }
-  return MultirangeTypePGetDatum(make_multirange(INT8MULTIRANGEOID, typcache, n, ranges));
-}
 
 }  // namespace
 
@@ -323,8 +309,10 @@ void Queue::mark_acked(const Fetched& batch, const std::vector<sinks::Outcome>& 
     const int n = static_cast<int>(runs.size());
     const SeqSet::Interval* data = runs.data();
     guard([&] {
-      if (log_plan_ == nullptr) log_plan_ = prepare_kept(kLogSql, 2, kLogTypes);
-      Datum params[2] = {TimestampTzGetDatum(now), int8_multirange(data, n)};
+      if (log_plan_ == nullptr) log_plan_ = prepare_kept(kLogSql, 3, kLogTypes);
+      Datum lo, hi;
+      int8_bounds(data, n, lo, hi);
+      Datum params[3] = {TimestampTzGetDatum(now), lo, hi};
       if (SPI_execute_plan(log_plan_, params, nullptr, false, 0) != SPI_OK_INSERT) {
         elog(ERROR, "outbox relay: writing the delivery log failed");
       }
