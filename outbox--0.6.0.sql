@@ -525,11 +525,11 @@ BEGIN
 END
 $$;
 
--- The consumer's inbox (docs/reference.md, outbox.inbox_receive): which events a consumer has applied, so that it
--- applies each once. A row per (consumer, event id), partitioned by the event's own time (a
--- UUIDv7's, or the time the consumer gives for another id), so that every copy of an event
--- meets its first copy's row in the same partition, and old records go with their
--- partitions, as events do. Each partition has its own unique index, made with it.
+-- The consumer's inbox (outbox.inbox_receive, docs/reference.md): which events a consumer
+-- has applied, so that it applies each once. A row per (consumer, event id), partitioned by
+-- the event's own time (a UUIDv7's, or the time the consumer gives for another id), so that
+-- every copy of an event meets its first copy's row in the same partition, and old records
+-- go with their partitions, as events do. Each partition has its own unique index.
 CREATE TABLE outbox.inbox (
     event_at    pg_catalog.timestamptz NOT NULL,
     received_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(),
@@ -607,8 +607,8 @@ $$;
 
 -- Rotation of the inbox, on its own or as part of outbox.rotate(): partitions ahead, and
 -- those past outbox.inbox_retention dropped. A record that is gone can no longer tell a
--- duplicate: inbox_receive() then says the event is new. An inbox never
--- used has no partition, and gets none here: its first inbox_receive() makes them.
+-- duplicate: inbox_receive() then says the event is new. An inbox never used has no
+-- partition, and gets none here: its first inbox_receive() makes them.
 CREATE FUNCTION outbox.rotate_inbox()
 RETURNS TABLE (action text, partition text, lower_bound timestamptz, upper_bound timestamptz, detail text)
 LANGUAGE plpgsql
