@@ -138,34 +138,17 @@ declare -A BASE=([order]=order [enqueue]=order [naive]=order [separate]=order
                  [order1]=order1 [enqueue1]=order1 [naive1]=order1
                  [order_async]=order_async [enqueue_async]=order_async [naive_async]=order_async)
 
-# mix CLIENTS ROUND SECONDS VARIANTS...: one pgbench run that picks one of the variants at
-# random for every transaction (equal weights), so that all of them meet the same disk at
-# the same moments; appends "clients round variant latency_ms tps" per variant.
+# One pgbench run per client count and round mixes the variants (bench_mix, lib.sh).
 results="$BENCH_WORK/results.txt"
 : >"$results"
-mix() {
-  local c=$1 r=$2 secs=$3 j
-  shift 3
-  j=$((c < 2 ? c : 2))
-  local args=() v
-  for v in "$@"; do args+=(-f "$BENCH_WORK/$v.sql@1"); done
-  local out="$BENCH_WORK/out.$c.$r.$1"
-  if ! pgb -n -M prepared -c "$c" -j "$j" -T "$secs" "${args[@]}" >"$out" 2>&1; then
-    cat "$out"; exit 1
-  fi
-  awk -v c="$c" -v r="$r" '
-    /^SQL script [0-9]+: / { n = $NF; sub(/.*\//, "", n); sub(/\.sql$/, "", n); tps = "" }
-    / - [0-9]+ transactions .*tps = / { t = $0; sub(/.*tps = /, "", t); sub(/\).*/, "", t); tps = t }
-    / - latency average = / { if (n != "") print c, r, n, $5, tps }' "$out" >>"$results"
-}
 
 # Warm-up: caches, plan caches, the first pages of each table.
 for v in $MIX $MIX_ASYNC; do pgb -n -M prepared -c 1 -T 1 -f "$BENCH_WORK/$v.sql" >/dev/null 2>&1; done
 
 for r in $(seq 1 "$ROUNDS"); do
   for c in $CLIENTS; do
-    mix "$c" "$r" "$MIX_SECONDS" $MIX
-    [ "$c" = 1 ] && mix 1 "$r" "$ASYNC_SECONDS" $MIX_ASYNC
+    bench_mix "$results" "$c" "$r" "$MIX_SECONDS" $MIX
+    [ "$c" = 1 ] && bench_mix "$results" 1 "$r" "$ASYNC_SECONDS" $MIX_ASYNC
   done
   printf '   round %s/%s:' "$r" "$ROUNDS"
   awk -v r="$r" '$2 == r { printf " c%s/%s=%.0fus", $1, $3, $4 * 1000 }' "$results"

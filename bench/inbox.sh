@@ -103,30 +103,22 @@ declare -A LABEL=(
 )
 declare -A HAND=([inbox]=hand [inbox_dup]=hand_dup)
 
-# mix CLIENTS ROUND MODE SECONDS: one pgbench run that picks one of the four scripts at
-# random for every transaction (equal weights); MODE sync or async (synchronous_commit =
-# off for the session). Appends "clients round mode variant latency_ms" per variant.
-results="$BENCH_WORK/results.txt"
-: >"$results"
-mix() {
-  local c=$1 r=$2 mode=$3 secs=$4 j opts=""
-  j=$((c < 2 ? c : 2))
-  [ "$mode" = async ] && opts="-c synchronous_commit=off"
-  local args=() v
-  for v in $MIX; do args+=(-f "$BENCH_WORK/$v.sql@1"); done
-  local out="$BENCH_WORK/out.$c.$r.$mode"
-  if ! as_postgres env PGOPTIONS="$opts" pgbench -h "$BENCH_WORK" -p "$BENCH_PORT" -n \
-      -M prepared -c "$c" -j "$j" -T "$secs" "${args[@]}" "$BENCH_DB" >"$out" 2>&1; then
-    cat "$out"; exit 1
-  fi
-  awk -v c="$c" -v r="$r" -v m="$mode" '
-    /^SQL script [0-9]+: / { n = $NF; sub(/.*\//, "", n); sub(/\.sql$/, "", n) }
-    / - latency average = / { if (n != "") print c, r, m, n, $5 }' "$out" >>"$results"
+# One pgbench run per client count, round and mode mixes the four variants (bench_mix,
+# lib.sh); "clients round variant latency_ms tps" per variant, in one file per mode: sync,
+# and async (synchronous_commit = off for the sessions).
+declare -A RESULTS=([sync]="$BENCH_WORK/results.sync.txt" [async]="$BENCH_WORK/results.async.txt")
+mix() {  # mix CLIENTS ROUND MODE SECONDS
+  local opts=""
+  [ "$3" = async ] && opts="-c synchronous_commit=off"
+  # shellcheck disable=SC2086 # MIX is a list of variant names
+  PGOPTIONS="$opts" bench_mix "${RESULTS[$3]}" "$1" "$2" "$4" $MIX
 }
+: >"${RESULTS[sync]}"
+: >"${RESULTS[async]}"
 
 # Warm-up: caches, each backend's plans, the tables' first pages.
 mix 1 0 sync 2
-: >"$results"
+: >"${RESULTS[sync]}"
 
 for r in $(seq 1 "$ROUNDS"); do
   for c in $CLIENTS; do
@@ -134,17 +126,19 @@ for r in $(seq 1 "$ROUNDS"); do
     [ "$c" = 1 ] && mix 1 "$r" async "$ASYNC_SECONDS"
   done
   printf '   round %s/%s:' "$r" "$ROUNDS"
-  awk -v r="$r" '$2 == r { printf " c%s%s/%s=%.0fus", $1, ($3 == "async" ? "a" : ""), $4, $5 * 1000 }' "$results"
+  for m in sync async; do
+    awk -v r="$r" -v a="$([ $m = async ] && echo a)" '$2 == r { printf " c%s%s/%s=%.0fus", $1, a, $3, $4 * 1000 }' "${RESULTS[$m]}"
+  done
   echo
 done
 
 # col CLIENTS MODE VARIANT: the variant's latency in each round, microseconds.
-col() { awk -v c="$1" -v m="$2" -v v="$3" '$1 == c && $3 == m && $4 == v { print $5 * 1000 }' "$results"; }
+col() { awk -v c="$1" -v v="$3" '$1 == c && $3 == v { print $4 * 1000 }' "${RESULTS[$2]}"; }
 # paired CLIENTS MODE VARIANT: median over the rounds of variant / its hand counterpart.
 paired() {
-  awk -v c="$1" -v m="$2" -v v="$3" -v h="${HAND[$3]}" '
-    $1 == c && $3 == m && $4 == v { t[$2] = $5 } $1 == c && $3 == m && $4 == h { s[$2] = $5 }
-    END { for (r in t) if (r in s) print t[r] / s[r] }' "$results" | median
+  awk -v c="$1" -v v="$3" -v h="${HAND[$3]}" '
+    $1 == c && $3 == v { t[$2] = $4 } $1 == c && $3 == h { s[$2] = $4 }
+    END { for (r in t) if (r in s) print t[r] / s[r] }' "${RESULTS[$2]}" | median
 }
 
 echo

@@ -78,6 +78,27 @@ pgb() {
   as_postgres pgbench -h "$BENCH_WORK" -p "$BENCH_PORT" "$@" "$BENCH_DB"
 }
 
+# bench_mix RESULTS CLIENTS ROUND SECONDS VARIANT...: one pgbench run (-M prepared) that
+# picks one of the variants' scripts ($BENCH_WORK/<variant>.sql) at random for every
+# transaction (equal weights), so that all of them meet the same disk at the same moments.
+# Appends "clients round variant latency_ms tps" per variant to RESULTS. The sessions get
+# the caller's PGOPTIONS.
+bench_mix() {
+  local results=$1 c=$2 r=$3 secs=$4 j v
+  shift 4
+  j=$((c < 2 ? c : 2))
+  local args=() out="$BENCH_WORK/out.$c.$r.$1"
+  for v in "$@"; do args+=(-f "$BENCH_WORK/$v.sql@1"); done
+  if ! as_postgres env "PGOPTIONS=${PGOPTIONS:-}" pgbench -h "$BENCH_WORK" -p "$BENCH_PORT" -n \
+      -M prepared -c "$c" -j "$j" -T "$secs" "${args[@]}" "$BENCH_DB" >"$out" 2>&1; then
+    cat "$out"; exit 1
+  fi
+  awk -v c="$c" -v r="$r" '
+    /^SQL script [0-9]+: / { n = $NF; sub(/.*\//, "", n); sub(/\.sql$/, "", n); tps = "" }
+    / - [0-9]+ transactions .*tps = / { t = $0; sub(/.*tps = /, "", t); sub(/\).*/, "", t); tps = t }
+    / - latency average = / { if (n != "") print c, r, n, $5, tps }' "$out" >>"$results"
+}
+
 # bench_file NAME: path of a file in the work directory; its content comes from stdin.
 bench_file() {
   local path="$BENCH_WORK/$1"

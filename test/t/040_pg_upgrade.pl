@@ -119,7 +119,7 @@ outbox.retry_backoff_max = '10ms'
 	  '{"record_file": "old.tsv", "reject_aggregateid": "dead", "reject_times": "1000"}')});
 	$old->safe_psql('postgres', q{SELECT outbox.enqueue('order', 'dead', 'T', '{}') FROM generate_series(1, 3)});
 	# A consumer's inbox in the same database, with its records of those events.
-	$old->safe_psql('postgres', q{SELECT count(outbox.inbox_receive('billing', id)) FROM outbox.events WHERE type = 'dead'});
+	$old->safe_psql('postgres', q{SELECT count(outbox.inbox_receive('billing', id)) FROM outbox.events WHERE aggregateid = 'dead'});
 	ok( $old->poll_query_until('postgres',
 			q{SELECT dead_lettered = 1 AND unpublished = 0 FROM outbox.status}),
 		"$mode: the old cluster has a dead letter, and its key's later events were sent");
@@ -206,7 +206,7 @@ listen_addresses = ''
 	is($new->safe_psql('postgres', qq{SELECT min(seq) > $max_seq FROM outbox.events WHERE type = 'after'}), 't',
 		"$mode: new events take seq values above the old ones");
 	my $after = event_states($new);
-	is($new->safe_psql('postgres', q{SELECT bool_or(outbox.inbox_receive('billing', id)) FROM outbox.events WHERE type = 'dead'}),
+	is($new->safe_psql('postgres', q{SELECT bool_or(outbox.inbox_receive('billing', id)) FROM outbox.events WHERE aggregateid = 'dead'}),
 		'f', "$mode: the inbox still tells copies");
 	is($new->safe_psql('postgres', $kept{'the dead letters'}), $kept_before{'the dead letters'},
 		"$mode: the dead letter is still one");
