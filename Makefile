@@ -22,7 +22,7 @@ EXTRA_CLEAN = .pg_build test/isolation/output
 
 # pg_regress: test/sql/<test>.sql against test/expected/<test>.out. test/run-tests.sh's "schedule"
 # suite fails when a test is not listed here.
-REGRESS = setup enqueue enqueue_errors batch rotate inbox dead_letters delivery_log relay_config privileges metrics install_security
+REGRESS = setup enqueue enqueue_errors batch rotate replay inbox dead_letters delivery_log relay_config privileges metrics install_security
 REGRESS_OPTS = --inputdir=test
 ISOLATION = $(basename $(notdir $(wildcard test/isolation/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=test/isolation/output

@@ -6,7 +6,8 @@
 -- with a typed argument (no overload planted in the schema can catch the call);
 -- outbox.version() says which library the server loaded; the consumer's inbox
 -- (outbox.inbox_receive(), rotated by outbox.rotate()); dead letters requeued or discarded
--- in bulk, by filter (outbox.requeue_dead(...), outbox.discard_dead(...)).
+-- in bulk, by filter (outbox.requeue_dead(...), outbox.discard_dead(...)); replays of a
+-- window of published events (outbox.replay(), outbox.replays).
 
 
 -- Refuse a schema that anyone but a superuser controls. A role that owns it, may create in
@@ -258,6 +259,11 @@ BEGIN
     SELECT r.low_water INTO v_low_water FROM outbox.relay_state r;
     FOR p IN SELECT q.* FROM outbox.partitions q WHERE q.name = ANY (v_candidates) ORDER BY q.lower_bound
     LOOP
+        IF EXISTS (SELECT 1 FROM outbox.replays r
+                    WHERE r.state = 'running' AND r.since < p.upper_bound AND r.until > p.lower_bound) THEN
+            RETURN QUERY SELECT 'kept', p.name, p.lower_bound, p.upper_bound, 'a running replay reads it'::text;
+            CONTINUE;
+        END IF;
         EXECUTE format('SELECT EXISTS (SELECT 1 FROM outbox.%1$I e WHERE seq >= $1 AND published_at IS NULL AND dead_at IS NULL'
                        '                 AND outbox._delivered_at(e.seq) IS NULL)'
                        ' OR EXISTS (SELECT 1 FROM outbox.%1$I WHERE next_attempt_at IS NOT NULL AND published_at IS NULL)'
@@ -1008,3 +1014,148 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION outbox.sink_options(text) IS
   'The options a sink declares (a secret as <name>_file), with their kind and description.';
 REVOKE ALL ON FUNCTION outbox.sink_options(text) FROM PUBLIC;
+
+-- Replays (docs/reference.md#outboxreplay): published events of a window sent again, with
+-- their own ids, by the database's replay worker (relay/replay.cpp), a lane of its own beside
+-- the relays. A replay reads the events where they are, by seq from its position: nothing is
+-- copied, no event row is written, and sealed partitions stay sealed. Not dumped: a restored
+-- database resumes no replay.
+CREATE TABLE outbox.replays (
+    id             pg_catalog.int8        GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    state          pg_catalog.text        NOT NULL DEFAULT 'running'
+                   CHECK (state OPERATOR(pg_catalog.=) ANY ('{running,done,cancelled}')),
+    since          pg_catalog.timestamptz NOT NULL,
+    until          pg_catalog.timestamptz NOT NULL,
+    aggregatetype  pg_catalog.text,
+    type           pg_catalog.text,
+    aggregateid    pg_catalog.text,
+    ids            pg_catalog.uuid[],
+    -- The last seq handed out when it was requested: later events are not part of it.
+    upto_seq       pg_catalog.int8        NOT NULL,
+    -- Every event of the replay up to this seq has been sent (or skipped).
+    position       pg_catalog.int8        NOT NULL DEFAULT 0,
+    events_total   pg_catalog.int8        NOT NULL,
+    events_sent    pg_catalog.int8        NOT NULL DEFAULT 0,
+    events_skipped pg_catalog.int8        NOT NULL DEFAULT 0,
+    last_error     pg_catalog.text,
+    requested_by   pg_catalog.text        NOT NULL,
+    requested_at   pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    started_at     pg_catalog.timestamptz,
+    finished_at    pg_catalog.timestamptz,
+    updated_at     pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+COMMENT ON TABLE outbox.replays IS
+  'Every outbox.replay(): its window and filters, its state (running, done, cancelled) and progress.';
+
+CREATE FUNCTION outbox._replay_requested()
+RETURNS void
+AS 'MODULE_PATHNAME', 'outbox_replay_requested'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION outbox.replay(since timestamptz, until timestamptz,
+                              aggregatetype text DEFAULT NULL, type text DEFAULT NULL,
+                              aggregateid text DEFAULT NULL, ids uuid[] DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_oldest  record;
+    v_since   timestamptz := since;
+    v_upto    bigint;
+    v_low     bigint;
+    v_total   bigint;
+    v_id      bigint;
+BEGIN
+    IF since IS NULL OR until IS NULL THEN
+        RAISE EXCEPTION 'outbox.replay: since and until must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF since >= until OR until = '-infinity' THEN
+        RAISE EXCEPTION 'outbox.replay: since must be before until'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('since is %s, until %s.', since, until);
+    END IF;
+    IF cardinality(ids) = 0 THEN
+        RAISE EXCEPTION 'outbox.replay: ids is empty'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass NULL for every id, or at least one id.';
+    END IF;
+    -- Rotation drops partitions under an ACCESS EXCLUSIVE lock on outbox.events: with this
+    -- one held, none goes until the replay is committed, and rotation then sees it.
+    LOCK TABLE outbox.events IN ACCESS SHARE MODE;
+    SELECT p.name, p.lower_bound INTO v_oldest FROM outbox.partitions p ORDER BY p.lower_bound LIMIT 1;
+    -- The catalog, not this transaction's snapshot: a partition dropped before the lock.
+    IF v_oldest.name IS NOT NULL AND to_regclass(format('outbox.%I', v_oldest.name)) IS NULL THEN
+        RAISE EXCEPTION 'outbox.replay: a rotation dropped partitions meanwhile'
+            USING ERRCODE = 'serialization_failure', HINT = 'Call it again.';
+    END IF;
+    IF since = '-infinity' THEN
+        v_since := coalesce(v_oldest.lower_bound, since);
+    ELSIF v_oldest.name IS NULL OR since < v_oldest.lower_bound THEN
+        RAISE EXCEPTION 'outbox.replay: the window starts before the oldest retained partition'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('since is %s; events are kept from %s (outbox.retention).',
+                                  since, coalesce(v_oldest.lower_bound::text, 'nowhere: outbox.events has no partition')),
+                  HINT = 'To replay what is still there, pass since => ''-infinity''.';
+    END IF;
+    -- The events of the window published by now; a later one is not part of the replay.
+    SELECT s.last_value INTO v_upto FROM outbox.events_seq s;
+    SELECT r.low_water INTO v_low FROM outbox.relay_state r;
+    SELECT count(*) INTO v_total FROM outbox.events e
+     WHERE e.part_at >= v_since AND e.part_at < until AND e.seq <= v_upto
+       AND (replay.aggregatetype IS NULL OR e.aggregatetype = replay.aggregatetype)
+       AND (replay.type IS NULL OR e.type = replay.type)
+       AND (replay.aggregateid IS NULL OR e.aggregateid = replay.aggregateid)
+       AND (replay.ids IS NULL OR e.id = ANY (replay.ids))
+       AND e.dead_at IS NULL
+       AND (e.published_at IS NOT NULL
+            OR (e.next_attempt_at IS NULL
+                AND (e.seq < coalesce(v_low, 0) OR outbox._delivered_at(e.seq) IS NOT NULL)));
+    INSERT INTO outbox.replays (since, until, aggregatetype, type, aggregateid, ids, upto_seq,
+                                events_total, requested_by)
+    VALUES (v_since, until, replay.aggregatetype, replay.type, replay.aggregateid, replay.ids,
+            v_upto, v_total, session_user)
+    RETURNING id INTO v_id;
+    RAISE LOG 'outbox: replay % requested by %: % events from % to %', v_id, session_user, v_total, v_since, until;
+    PERFORM outbox._replay_requested();
+    RETURN v_id;
+END
+$$;
+COMMENT ON FUNCTION outbox.replay(timestamptz, timestamptz, text, text, text, uuid[]) IS
+  'Sends the published events of [since, until) again, with their own ids and an outbox-replay header; returns the replay''s id (outbox.replays).';
+
+CREATE FUNCTION outbox.cancel_replay(replay_id bigint)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF replay_id IS NULL THEN
+        RAISE EXCEPTION 'outbox.cancel_replay: replay_id must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    UPDATE outbox.replays r SET state = 'cancelled', finished_at = now(), updated_at = now()
+     WHERE r.id = replay_id AND r.state = 'running';
+    IF FOUND THEN
+        RAISE LOG 'outbox: replay % cancelled by %', replay_id, session_user;
+        RETURN true;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM outbox.replays r WHERE r.id = replay_id) THEN
+        RAISE EXCEPTION 'outbox.cancel_replay: there is no replay %', replay_id
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN false;
+END
+$$;
+COMMENT ON FUNCTION outbox.cancel_replay(bigint) IS
+  'Stops a running replay after its current batch; false if it had already ended.';
+
+REVOKE ALL ON FUNCTION outbox._replay_requested() FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox.replay(timestamptz, timestamptz, text, text, text, uuid[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox.cancel_replay(bigint) FROM PUBLIC;
+REVOKE ALL ON outbox.replays FROM PUBLIC;
+GRANT SELECT ON outbox.replays TO pg_monitor;

@@ -20,6 +20,10 @@ struct Entry {
   pg_atomic_uint32 paused;
   pg_atomic_uint32 note;
   pg_atomic_uint64 floor;  // a TimestampTz's bits; 0: none
+  // Replays: requested at commit (outbox.replay(), a relay that finds one running), and the
+  // count the replay worker had read when it last found none. Wanted while they differ.
+  pg_atomic_uint32 replays;
+  pg_atomic_uint32 replays_seen;
 };
 
 struct Shared {
@@ -60,6 +64,8 @@ Entry* find_or_add(Oid database) {
     pg_atomic_write_u32(&e.paused, 0);
     pg_atomic_write_u32(&e.note, static_cast<uint32>(DatabaseNote::kNone));
     pg_atomic_write_u64(&e.floor, 0);
+    pg_atomic_write_u32(&e.replays, 0);
+    pg_atomic_write_u32(&e.replays_seen, 0);
     pg_write_barrier();
     pg_atomic_write_u32(&e.database, database);
     entry = &e;
@@ -87,6 +93,8 @@ void relay_databases_init() {
     pg_atomic_init_u32(&e.paused, 0);
     pg_atomic_init_u32(&e.note, 0);
     pg_atomic_init_u64(&e.floor, 0);
+    pg_atomic_init_u32(&e.replays, 0);
+    pg_atomic_init_u32(&e.replays_seen, 0);
   }
 }
 
@@ -105,6 +113,23 @@ void relay_database_changed(Oid database) {
   pg_atomic_fetch_add_u32(&entry->generation, 1);
   pg_atomic_fetch_add_u32(&entry->requests, 1);
   relay_launcher_poke();
+}
+
+void relay_database_replay_requested(Oid database) {
+  Entry* entry = find_or_add(database);
+  if (entry == nullptr) return;
+  pg_atomic_fetch_add_u32(&entry->replays, 1);
+  relay_launcher_poke();
+}
+
+uint32 relay_database_replays(Oid database) {
+  Entry* entry = find(database);
+  return entry == nullptr ? 0 : pg_atomic_read_u32(&entry->replays);
+}
+
+void relay_database_replays_done(Oid database, uint32 replays) {
+  Entry* entry = find(database);
+  if (entry != nullptr) pg_atomic_write_u32(&entry->replays_seen, replays);
 }
 
 void relay_database_pause(Oid database) {
@@ -202,6 +227,7 @@ DatabaseView relay_database_read(Oid database) {
   view.tracked = true;
   view.absent = pg_atomic_read_u32(&entry->absent_at) == pg_atomic_read_u32(&entry->requests) + 1;
   view.paused = pg_atomic_read_u32(&entry->paused) > 0;
+  view.replay = pg_atomic_read_u32(&entry->replays) != pg_atomic_read_u32(&entry->replays_seen);
   view.note = static_cast<DatabaseNote>(pg_atomic_read_u32(&entry->note));
   return view;
 }

@@ -8,6 +8,7 @@
 //  - whether the extension is there: a relay that finds none marks the database absent and
 //    exits; the next commit that changes the configuration (CREATE EXTENSION) makes it
 //    wanted again and wakes the launcher;
+//  - whether a replay waits for the replay worker (relay/replay.cpp);
 //  - the sessions that need the database to themselves for a moment (DROP DATABASE,
 //    CREATE DATABASE ... TEMPLATE, ALTER DATABASE ... RENAME or SET TABLESPACE): while one
 //    runs, no relay starts there.
@@ -27,6 +28,7 @@ struct DatabaseView {
   bool tracked;       // the database has an entry
   bool absent;        // a relay found no extension there, and none was created since
   bool paused;        // a session needs it to itself
+  bool replay;        // a replay was requested since the replay worker last found none
   DatabaseNote note;  // set by the launcher
 };
 
@@ -37,6 +39,13 @@ void relay_databases_init();
 // Backend side, after the commit of a transaction that changed the sink configuration or
 // the extension: moves the database's generation, makes it wanted, wakes the launcher.
 void relay_database_changed(Oid database);
+// Backend side, after the commit of outbox.replay(), and a relay that finds a replay running
+// at its start: the database wants its replay worker; wakes the launcher.
+void relay_database_replay_requested(Oid database);
+// Replay worker side: read the count before looking for a running replay; when it finds
+// none, it says so with the count it read, and is no longer wanted unless one came since.
+uint32 relay_database_replays(Oid database);
+void relay_database_replays_done(Oid database, uint32 replays);
 // Backend side: no relay starts in the database until the matching resume (ProcessUtility
 // hook, pg/database_commands.cpp); wakes the launcher on resume.
 void relay_database_pause(Oid database);

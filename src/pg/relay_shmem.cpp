@@ -49,6 +49,7 @@ shmem_request_hook_type prev_shmem_request = nullptr;
 // wake, and whether the configuration changed.
 uint64 wake_pending = 0;
 bool config_pending = false;
+bool replay_pending = false;  // outbox.replay() ran: the replay worker is wanted at commit
 constexpr uint64 kAllShards = ~uint64{0};
 
 void shmem_request() {
@@ -96,16 +97,19 @@ void xact_callback(XactEvent event, void*) {
     case XACT_EVENT_PARALLEL_COMMIT:
       if (shared != nullptr) {
         if (config_pending) relay_database_changed(MyDatabaseId);
+        if (replay_pending) relay_database_replay_requested(MyDatabaseId);
         if (wake_pending != 0 || config_pending) wake_workers(config_pending, wake_pending);
       }
       wake_pending = 0;
       config_pending = false;
+      replay_pending = false;
       break;
     case XACT_EVENT_ABORT:
     case XACT_EVENT_PARALLEL_ABORT:
     case XACT_EVENT_PREPARE:
       wake_pending = 0;
       config_pending = false;
+      replay_pending = false;
       break;
     default:
       break;
@@ -294,9 +298,18 @@ void relay_wake_owner_at_commit(Datum aggregatetype, Datum aggregateid) {
   wake_pending |= uint64{1} << shard_of(aggregatetype, aggregateid);
 }
 
+void relay_replay_at_commit() { replay_pending = true; }
+
 void relay_register_xact_callback() { RegisterXactCallback(xact_callback, nullptr); }
 
 }  // namespace outbox::pg
+
+// outbox._replay_requested(): the replay worker is wanted at commit (relay/replay.cpp).
+OUTBOX_FUNCTION(outbox_replay_requested) {
+  (void)fcinfo;
+  outbox::pg::relay_replay_at_commit();
+  return outbox::pg::guard([] { PG_RETURN_VOID(); });
+}
 
 // outbox._notify_relay(): wake the relay and make it reread its sink at commit.
 OUTBOX_FUNCTION(outbox_notify_relay) {

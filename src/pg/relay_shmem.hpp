@@ -104,6 +104,9 @@ void relay_wake_at_commit(bool config_changed);
 // (enqueue; text Datums). Raises PostgreSQL errors: call inside guard().
 void relay_wake_owner_at_commit(Datum aggregatetype, Datum aggregateid);
 
+// Backend side: the database's replay worker is wanted at commit (outbox.replay()).
+void relay_replay_at_commit();
+
 // Registers the transaction callback; called once from _PG_init.
 void relay_register_xact_callback();
 

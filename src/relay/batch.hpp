@@ -13,6 +13,13 @@
 #include "pg/relay_stats.hpp"
 #include "sinks/common/sink.hpp"
 
+// What every fetch returns, in the order receive_row() (rows.cpp) reads it. The id comes as
+// a uuid: the receiver writes the text of the rows it keeps only (a scan passes over other
+// shards' rows in numbers).
+#define OUTBOX_FETCH_COLUMNS                                                        \
+  "SELECT tableoid, ctid, id, aggregatetype::text, aggregateid::text, type::text, " \
+  "       payload, headers, attempts, created_at, seq, xmin "
+
 namespace outbox::pg::relay {
 
 // What a fetch reads (LowWater::request()): plain data, so that the mark and the queries
@@ -133,5 +140,10 @@ struct RowReceiver {
 // Ready to receive up to `limit` rows into `batch`, counting on from `bytes`.
 void init_row_receiver(RowReceiver& receiver, Batch& batch, StringInfo scratch, int limit,
                        int64 bytes, int64 max_bytes);
+// Runs a fetch plan into `receiver` (nulls: NULL for none). Runs inside guard().
+void run_into(SPIPlanPtr plan, int nparams, const Datum* values, const bool* nulls,
+              const Oid* types, RowReceiver& receiver);
+// The sink's view of the fetched rows: batch.messages, pointing into the rows.
+void fill_messages(Batch& batch);
 
 }  // namespace outbox::pg::relay

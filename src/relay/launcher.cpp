@@ -159,9 +159,11 @@ class Launcher {
   // the extension is not known to be yet: workers that start one after another would find
   // every shard claimed by the first (relay/ownership.cpp), and past the cap only the
   // databases' first workers look anyway (core/worker_budget.hpp).
+  // A database with a replay to send wants one more, its replay worker (relay/replay.cpp):
+  // worker number outbox.workers, the last to get a slot.
   static int wanted(const ClusterDatabase& d, const DatabaseView& view) {
     if (!d.connectable || !view.tracked || view.absent || view.paused) return 0;
-    return settings.workers;
+    return settings.workers + (view.replay ? 1 : 0);
   }
 
   // Tends every slot, and shares the slots out among the databases that want relays
@@ -261,8 +263,13 @@ class Launcher {
     bgw.bgw_restart_time = BGW_NEVER_RESTART;  // the launcher does it
     snprintf(bgw.bgw_library_name, BGW_MAXLEN, "outbox");
     snprintf(bgw.bgw_function_name, BGW_MAXLEN, "outbox_relay_main");
-    snprintf(bgw.bgw_name, BGW_MAXLEN, "outbox relay %d in %s", worker + 1, d.name);
-    snprintf(bgw.bgw_type, BGW_MAXLEN, "outbox relay");
+    if (worker == settings.workers) {
+      snprintf(bgw.bgw_name, BGW_MAXLEN, "outbox replay in %s", d.name);
+      snprintf(bgw.bgw_type, BGW_MAXLEN, "outbox replay");
+    } else {
+      snprintf(bgw.bgw_name, BGW_MAXLEN, "outbox relay %d in %s", worker + 1, d.name);
+      snprintf(bgw.bgw_type, BGW_MAXLEN, "outbox relay");
+    }
     bgw.bgw_main_arg = Int32GetDatum(i);
     const RelayStart what{d.oid, worker};
     memcpy(bgw.bgw_extra, &what, sizeof(what));

@@ -10,6 +10,7 @@
 #include "pg/relay_stats.hpp"
 #include "pg/settings.hpp"
 #include "relay/launcher.hpp"
+#include "relay/replay.hpp"
 
 extern "C" {
 #include "pgstat.h"
@@ -66,6 +67,11 @@ Relay::Pause Relay::step() {
     // Nothing to send with: configure_sink() and CREATE EXTENSION end the wait at their
     // commit (they call outbox._notify_relay()); poll_interval is the fallback.
     if (!ready) return {Pause::kForSink, settings.poll_interval_ms};
+    // A replay left running by a restart wants its worker again (relay/replay.cpp).
+    if (!replays_checked_) {
+      replays_checked_ = true;
+      if (report_.number() == 1) request_replay_worker_if_running(iteration_);
+    }
     WorkerCounters& counters = report_.counters();
     const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
     if (now < counters.backoff_until) {
@@ -232,12 +238,15 @@ void outbox_relay_main(Datum arg) {
   // needs a snapshot taken after it.
   SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
   outbox::pg::relay_worker_attach(slot);
-  outbox::pg::relay_stats_started(MyDatabaseId);
+  // The worker after the relays is the replay worker (relay/replay.cpp); its starts and exits
+  // are not the relays'.
+  const bool replay = start.worker == outbox::pg::settings.workers;
+  if (!replay) outbox::pg::relay_stats_started(MyDatabaseId);
   // A session that needs the database to itself (pg/database_commands.cpp) paused it before
   // this attached, or sends this relay SIGTERM: either way it leaves.
   if (outbox::pg::relay_database_paused(MyDatabaseId)) {
     outbox::pg::relay_worker_detach(slot, nullptr);
-    outbox::pg::relay_stats_exited(MyDatabaseId, outbox::pg::RelayExit::kClean);
+    if (!replay) outbox::pg::relay_stats_exited(MyDatabaseId, outbox::pg::RelayExit::kClean);
     proc_exit(0);
   }
 
@@ -247,8 +256,13 @@ void outbox_relay_main(Datum arg) {
   int exit_code = 0;
   char why[256] = "";
   try {
-    outbox::pg::relay::Relay relay(slot, start.worker);
-    relay.run();
+    if (replay) {
+      outbox::pg::relay::Replayer replayer(slot, start.worker);
+      replayer.run();
+    } else {
+      outbox::pg::relay::Relay relay(slot, start.worker);
+      relay.run();
+    }
   } catch (const outbox::pg::PgError& e) {
     snprintf(why, sizeof(why), "stopped after an error: %s", e.what());
     outbox::pg::log_error(e.data());
@@ -264,7 +278,9 @@ void outbox_relay_main(Datum arg) {
   }
   // outbox.status shows why it stopped.
   outbox::pg::relay_worker_detach(slot, why[0] != '\0' ? why : nullptr);
-  outbox::pg::relay_stats_exited(
-      MyDatabaseId, exit_code == 0 ? outbox::pg::RelayExit::kClean : outbox::pg::RelayExit::kError);
+  if (!replay) {
+    outbox::pg::relay_stats_exited(MyDatabaseId, exit_code == 0 ? outbox::pg::RelayExit::kClean
+                                                                : outbox::pg::RelayExit::kError);
+  }
   proc_exit(exit_code);
 }

@@ -30,16 +30,6 @@ constexpr int kMaxBatchesPerTransaction = 8;
 // The longest wait between two looks at the synchronous standbys (see make_durable()).
 constexpr int kStandbyPollMaxMs = 100;
 
-// The first lock of every batch transaction: outbox.events, before relay_state, the sequence
-// or a partition. DROP EXTENSION takes this one first too (pg/drop_guard.cpp), so the two
-// never wait for each other in a cycle.
-void lock_events_first() {
-  guard([] {
-    const Oid events = get_relname_relid("events", get_namespace_oid("outbox", true));
-    if (OidIsValid(events)) LockRelationOid(events, RowShareLock);
-  });
-}
-
 }  // namespace
 
 // It stops at the first batch with a sink failure.
@@ -119,23 +109,7 @@ void Relay::fetch(Batch& batch, bool first_of_transaction) {
 // outcomes when it returns.
 void Relay::start_batch(Batch& batch) {
   const Fetched& fetched = batch.fetched;
-  batch.messages.resize(fetched.count);
-  for (int i = 0; i < fetched.count; ++i) {
-    const Row& row = fetched.rows[i];
-    sinks::Message& m = batch.messages[i];
-    m.id = row.id.view();
-    m.aggregatetype = row.aggregatetype.view();
-    m.aggregateid = row.aggregateid.view();
-    m.type = row.type.view();
-    m.payload = row.payload.view();
-    m.created_at_unix_us =
-        row.created_at +
-        static_cast<int64>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * USECS_PER_SEC;
-    m.headers.clear();
-    for (int h = 0; h < row.nheaders; ++h) {
-      m.headers.emplace_back(row.header_keys[h].view(), row.header_values[h].view());
-    }
-  }
+  fill_messages(batch);
 
   report_.publish(WorkerState::kSending);
   const char* name = session_.name().c_str();

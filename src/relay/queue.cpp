@@ -20,12 +20,6 @@ extern "C" {
 namespace outbox::pg::relay {
 namespace {
 
-// What every fetch returns, in the order receive_row() (rows.cpp) reads it. The id comes as
-// a uuid: the receiver writes the text of the rows it keeps only (a scan passes over other
-// shards' rows in numbers).
-#define OUTBOX_FETCH_COLUMNS                                                        \
-  "SELECT tableoid, ctid, id, aggregatetype::text, aggregateid::text, type::text, " \
-  "       payload, headers, attempts, created_at, seq, xmin "
 #define OUTBOX_FETCH_FROM OUTBOX_FETCH_COLUMNS "  FROM outbox.events "
 
 // Every statement here has a %s for the sealed partitions' predicate (seal.cpp), and all but
@@ -97,16 +91,7 @@ void Queue::init() {
 // Runs a fetch plan into `receiver`. Runs inside guard().
 void Queue::run_fetch(SPIPlanPtr plan, int nparams, const Datum* values, const Oid* types,
                       RowReceiver& receiver) {
-  ParamListInfo params = makeParamList(nparams);
-  for (int i = 0; i < nparams; ++i) {
-    params->params[i] = {values[i], false, PARAM_FLAG_CONST, types[i]};
-  }
-  SPIExecuteOptions options{};
-  options.params = params;
-  options.dest = &receiver.dest;
-  if (SPI_execute_plan_extended(plan, &options) < 0) {
-    elog(ERROR, "outbox relay: fetching events failed");
-  }
+  run_into(plan, nparams, values, nullptr, types, receiver);
   // A payload of many megabytes does not keep its buffer for the relay's lifetime.
   if (payload_scratch_.maxlen > kPayloadScratchKeepBytes) {
     pfree(payload_scratch_.data);

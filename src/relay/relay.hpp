@@ -21,6 +21,7 @@
 //   shard_locks.cpp   the shards' advisory locks
 //   durability.cpp    a batch's commits made durable before it is sent
 //   spi.cpp           kept plans, int8[] parameters, a worker's own transactions
+//   replay.cpp        the replay worker: a replay's events sent again, beside the relays
 //
 // One header per class: queue.hpp, low_water.hpp, seal.hpp, ownership.hpp, session.hpp
 // (Report, SinkSession), and here Relay; batch.hpp holds the plain data they hand each other
@@ -96,6 +97,8 @@ class Relay {
   Ownership ownership_;
   LowWater mark_{ownership_};
   Queue queue_;
+  // Worker 1 looked for a replay left running, once the sink was ready.
+  bool replays_checked_ = false;
   // Failed passes in a row: the back-off's attempt.
   int failures_ = 0;
   pacing::BatchPacer pacer_;

@@ -71,7 +71,7 @@ Text payload_text(Datum value, StringInfo scratch) {
 }
 
 // Called by the executor, inside guard(). The columns are those of every fetch
-// (OUTBOX_FETCH_COLUMNS in queue.cpp), in that order, and for a scan of new events
+// (OUTBOX_FETCH_COLUMNS in batch.hpp), in that order, and for a scan of new events
 // (kScanNewSql) whether the row waits to be sent.
 bool receive_row(TupleTableSlot* slot, DestReceiver* self) {
   RowReceiver* receiver = reinterpret_cast<RowReceiver*>(self);
@@ -134,6 +134,41 @@ void init_row_receiver(RowReceiver& receiver, Batch& batch, StringInfo scratch, 
   receiver.limit = limit;
   receiver.bytes = bytes;
   receiver.max_bytes = max_bytes;
+}
+
+void run_into(SPIPlanPtr plan, int nparams, const Datum* values, const bool* nulls,
+              const Oid* types, RowReceiver& receiver) {
+  ParamListInfo params = makeParamList(nparams);
+  for (int i = 0; i < nparams; ++i) {
+    params->params[i] = {values[i], nulls != nullptr && nulls[i], PARAM_FLAG_CONST, types[i]};
+  }
+  SPIExecuteOptions options{};
+  options.params = params;
+  options.dest = &receiver.dest;
+  if (SPI_execute_plan_extended(plan, &options) < 0) {
+    elog(ERROR, "outbox relay: fetching events failed");
+  }
+}
+
+void fill_messages(Batch& batch) {
+  const Fetched& fetched = batch.fetched;
+  batch.messages.resize(fetched.count);
+  for (int i = 0; i < fetched.count; ++i) {
+    const Row& row = fetched.rows[i];
+    sinks::Message& m = batch.messages[i];
+    m.id = row.id.view();
+    m.aggregatetype = row.aggregatetype.view();
+    m.aggregateid = row.aggregateid.view();
+    m.type = row.type.view();
+    m.payload = row.payload.view();
+    m.created_at_unix_us =
+        row.created_at +
+        static_cast<int64>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * USECS_PER_SEC;
+    m.headers.clear();
+    for (int h = 0; h < row.nheaders; ++h) {
+      m.headers.emplace_back(row.header_keys[h].view(), row.header_values[h].view());
+    }
+  }
 }
 
 }  // namespace outbox::pg::relay

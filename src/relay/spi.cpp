@@ -5,6 +5,8 @@
 extern "C" {
 #include "pgstat.h"
 #include "utils/array.h"
+#include "storage/lmgr.h"
+#include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 }
 
@@ -50,6 +52,13 @@ void abort_worker_transaction(MemoryContext resume) {
       AbortCurrentTransaction();
     }
     MemoryContextSwitchTo(resume);
+  });
+}
+
+void lock_events_first() {
+  guard([] {
+    const Oid events = get_relname_relid("events", get_namespace_oid("outbox", true));
+    if (OidIsValid(events)) LockRelationOid(events, RowShareLock);
   });
 }
 

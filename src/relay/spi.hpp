@@ -32,6 +32,10 @@ void int8_bounds(const Interval* intervals, int n, Datum& lo, Datum& hi) {
 void begin_worker_transaction(const char* activity);
 // Commits it. The commit leaves TopMemoryContext current: `resume` is made current instead.
 void commit_worker_transaction(MemoryContext resume);
+// The first lock of every transaction of a relay or the replay worker: outbox.events, before
+// relay_state, the sequence or a partition. DROP EXTENSION takes this one first too
+// (pg/drop_guard.cpp), so the two never wait for each other in a cycle.
+void lock_events_first();
 // Aborts the transaction, if one is open (or failed), and makes `resume` current.
 void abort_worker_transaction(MemoryContext resume);
 

@@ -10,25 +10,6 @@ DROP EXTENSION outbox;
 RESET client_min_messages;
 CREATE EXTENSION outbox;
 
--- Waits until a condition holds (tried every 50 ms, for three minutes at most): the tests
--- below wait for partitions to pass retention, not for a fixed time.
-CREATE FUNCTION pg_temp.wait_until(condition text) RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE
-    v_deadline timestamptz := clock_timestamp() + interval '3 min';
-    v_holds    boolean;
-BEGIN
-    LOOP
-        EXECUTE 'SELECT ' || condition INTO v_holds;
-        EXIT WHEN v_holds;
-        IF clock_timestamp() > v_deadline THEN
-            RAISE EXCEPTION 'still false after 3 minutes: %', condition;
-        END IF;
-        PERFORM pg_sleep(0.05);
-    END LOOP;
-    RETURN true;
-END
-$$;
-
 -- The current partition and two ahead.
 SELECT count(*) AS partitions FROM outbox.partitions;
 
@@ -52,7 +33,7 @@ SELECT tableoid::regclass::text AS kept_partition FROM outbox.events WHERE aggre
 
 -- Until the partition after the kept one is past retention (and so the kept one): rotate
 -- then drops that one (it holds nothing unpublished) and keeps the other.
-SELECT pg_temp.wait_until(format($$
+SELECT regress.wait_until(format($$
   (SELECT upper_bound + current_setting('outbox.retention')::interval <= clock_timestamp()
      FROM outbox.partitions
     WHERE lower_bound = (SELECT upper_bound FROM outbox.partitions WHERE 'outbox.' || quote_ident(name) = %L))$$,
@@ -82,7 +63,7 @@ SELECT count(*) AS delivery_log_rows_left FROM outbox.deliveries;
 -- Rotation does not run for a while: enqueue still succeeds. The event goes to the newest
 -- partition (with a WARNING) and keeps its true created_at. Waits until the current interval
 -- starts after the newest partition ends: a gap that the next rotation covers.
-SELECT pg_temp.wait_until($$
+SELECT regress.wait_until($$
   (SELECT max(upper_bound) + current_setting('outbox.partition_interval')::interval <= clock_timestamp()
      FROM outbox.partitions)$$) AS rotation_behind;
 SELECT outbox.enqueue('order', 'late', 'OrderCreated', '{}') IS NOT NULL AS enqueued;
@@ -132,7 +113,7 @@ UPDATE outbox.events SET attempts = 1, next_attempt_at = now() + interval '1 hou
  WHERE aggregateid = 'retrying';
 UPDATE outbox.relay_state SET low_water = (SELECT max(seq) + 1 FROM outbox.events);
 -- Until the partitions of these three, and the older ones, are past retention.
-SELECT pg_temp.wait_until($$
+SELECT regress.wait_until($$
   (SELECT bool_and(p.upper_bound + current_setting('outbox.retention')::interval <= clock_timestamp())
      FROM outbox.events e JOIN outbox.partitions p ON e.tableoid = ('outbox.' || quote_ident(p.name))::regclass
     WHERE e.aggregateid IN ('dead', 'retrying', 'done'))$$) AS past_retention;

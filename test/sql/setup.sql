@@ -56,4 +56,22 @@ EXCEPTION WHEN OTHERS THEN
     RETURN SQLSTATE || ' ' || SQLERRM;
 END
 $$;
+-- Waits until a condition holds (tried every 50 ms, for three minutes at most): tests
+-- wait for partitions to pass retention, not for a fixed time.
+CREATE FUNCTION regress.wait_until(condition text) RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    v_deadline timestamptz := clock_timestamp() + interval '3 min';
+    v_holds    boolean;
+BEGIN
+    LOOP
+        EXECUTE 'SELECT ' || condition INTO v_holds;
+        EXIT WHEN v_holds;
+        IF clock_timestamp() > v_deadline THEN
+            RAISE EXCEPTION 'still false after 3 minutes: %', condition;
+        END IF;
+        PERFORM pg_sleep(0.05);
+    END LOOP;
+    RETURN true;
+END
+$$;
 GRANT USAGE ON SCHEMA regress TO PUBLIC;

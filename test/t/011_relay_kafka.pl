@@ -30,14 +30,7 @@ sub consume {
 	return [ map { [ split /\t/, $_, 4 ] } $mock->consume($topic, '%p\t%k\t%h\t%s\n') ];
 }
 
-sub header {
-	my ($headers, $name) = @_;
-	for my $kv (split /,/, $headers) {
-		my ($k, $v) = split /=/, $kv, 2;
-		return $v if $k eq $name;
-	}
-	return undef;
-}
+*header = \&KafkaMock::header;
 
 # --- the server
 my $node = relay_node('kafka', qq{

@@ -46,6 +46,16 @@ sub consume {
 	return grep { length } split /\n/, $out;
 }
 
+# The value of header $name in kcat's %h (name=value,name=value), or undef.
+sub header {
+	my ($headers, $name) = @_;
+	for my $kv (split /,/, $headers) {
+		my ($k, $v) = split /=/, $kv, 2;
+		return $v if $k eq $name;
+	}
+	return undef;
+}
+
 sub stop {
 	my ($self) = @_;
 	$self->{in} .= "quit\n";
