@@ -6,12 +6,12 @@
 //   SELECT ... FROM outbox.events WHERE part_at in the window AND seq > position
 //     AND seq <= upto_seq AND <filters> AND <published> ORDER BY seq LIMIT batch_size
 //   -> the sink, each message with the header outbox-replay: <id>
-//   -> UPDATE outbox.replays SET position = <the last seq sent in order>, ...
+//   -> at most once a second: UPDATE outbox.replays SET position = <the last seq sent>, ...
 //
 // It reads the events where they are, through each partition's seq index: no event row is
-// written and no partition is unsealed. Being a process of its own, it takes nothing from the
-// relays' latency but a share of the CPU. A crash before the UPDATE commits sends the batch
-// again: at least once, as everywhere.
+// written and no partition is unsealed. A process of its own, with batches that take no
+// transaction id (see send_batch()), it costs the relays a share of the CPU. A crash sends
+// again what it sent since the last UPDATE: at least once, as everywhere.
 #include <algorithm>
 #include <chrono>
 #include <vector>

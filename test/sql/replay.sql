@@ -37,8 +37,9 @@ SELECT regress.try($$SELECT outbox.cancel_replay(NULL)$$);
 SELECT regress.try($$SELECT outbox.cancel_replay(12345)$$);
 SELECT count(*) AS recorded FROM outbox.replays;
 
--- '-infinity': what is still there, on purpose. The published events only: not the one
--- waiting (the relay sends it), nor the dead letter.
+-- '-infinity': what is still there, on purpose. Its count leaves the dead letter out; the
+-- waiting event counts (the relay is about to send it), and is replayed if the relay has sent
+-- it when the worker gets there.
 SELECT outbox.replay('-infinity', 'infinity') AS everything \gset
 SELECT outbox.replay('-infinity', 'infinity', aggregateid => 'a') AS one_key \gset
 SELECT outbox.replay('-infinity', 'infinity', aggregatetype => 'invoice') AS no_match \gset
