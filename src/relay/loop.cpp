@@ -221,7 +221,10 @@ void outbox_relay_main(Datum arg) {
   outbox::pg::relay::RelayStart start;
   memcpy(&start, MyBgworkerEntry->bgw_extra, sizeof(start));
   BackgroundWorkerInitializeConnectionByOid(start.database, InvalidOid, 0);
-  pgstat_report_appname("outbox relay");
+  // The worker after the relays is the replay worker (relay/replay.cpp); its starts and exits
+  // are not the relays'.
+  const bool replay = start.worker == outbox::pg::settings.workers;
+  pgstat_report_appname(replay ? "outbox replay" : "outbox relay");
   // The relay's own commits (the published marks) need not wait for the WAL flush: if a
   // crash loses the last ones, those events are sent again, which at-least-once delivery
   // allows anyway. It saves an fsync per batch, which is most of a batch's latency.
@@ -238,9 +241,6 @@ void outbox_relay_main(Datum arg) {
   // needs a snapshot taken after it.
   SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
   outbox::pg::relay_worker_attach(slot);
-  // The worker after the relays is the replay worker (relay/replay.cpp); its starts and exits
-  // are not the relays'.
-  const bool replay = start.worker == outbox::pg::settings.workers;
   if (!replay) outbox::pg::relay_stats_started(MyDatabaseId);
   // A session that needs the database to itself (pg/database_commands.cpp) paused it before
   // this attached, or sends this relay SIGTERM: either way it leaves.

@@ -142,6 +142,7 @@ int Replayer::step() {
       unsaved_ = Unsaved{};
       unsaved_.id = replay.id;
       unsaved_.position = replay.position;
+      saved_at_ = 0;  // its first batch saves: started_at is then
     }
     return send_batch(replay);
   } catch (const PgError& e) {
