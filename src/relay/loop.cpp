@@ -11,6 +11,7 @@
 #include "pg/settings.hpp"
 #include "relay/launcher.hpp"
 #include "relay/replay.hpp"
+#include "relay/spi.hpp"
 
 extern "C" {
 #include "pgstat.h"
@@ -42,14 +43,7 @@ void Relay::run() {
   report_.resume();
   report_.publish(WorkerState::kStarting);
   while (!ShutdownRequestPending) {
-    guard([&] {
-      MemoryContextSwitchTo(iteration_);
-      MemoryContextReset(iteration_);
-      if (ConfigReloadPending) {
-        ConfigReloadPending = false;
-        ProcessConfigFile(PGC_SIGHUP);
-      }
-    });
+    start_iteration(iteration_);
     const Pause pause = step();
     // A database without the extension: the session told the launcher, and the relay exits.
     if (session_.absent()) break;

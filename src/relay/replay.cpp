@@ -99,14 +99,7 @@ void Replayer::run() {
   relay_worker_wake_on_commit(slot_, false);
   report_.publish(WorkerState::kStarting);
   while (!ShutdownRequestPending) {
-    guard([&] {
-      MemoryContextSwitchTo(iteration_);
-      MemoryContextReset(iteration_);
-      if (ConfigReloadPending) {
-        ConfigReloadPending = false;
-        ProcessConfigFile(PGC_SIGHUP);
-      }
-    });
+    start_iteration(iteration_);
     const int ms = step();
     if (ms < 0 || session_.absent()) break;
     session_.write_log();

@@ -4,6 +4,7 @@
 
 extern "C" {
 #include "pgstat.h"
+#include "postmaster/interrupt.h"
 #include "utils/array.h"
 #include "storage/lmgr.h"
 #include "utils/lsyscache.h"
@@ -23,6 +24,17 @@ SPIPlanPtr prepare_kept(const char* sql, int nargs, const Oid* types) {
 
 Datum int8_array(Datum* values, int n) {
   return PointerGetDatum(construct_array(values, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
+}
+
+void start_iteration(MemoryContext iteration) {
+  guard([&] {
+    MemoryContextSwitchTo(iteration);
+    MemoryContextReset(iteration);
+    if (ConfigReloadPending) {
+      ConfigReloadPending = false;
+      ProcessConfigFile(PGC_SIGHUP);
+    }
+  });
 }
 
 void begin_worker_transaction(const char* activity) {

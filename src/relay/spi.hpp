@@ -27,6 +27,8 @@ void int8_bounds(const Interval* intervals, int n, Datum& lo, Datum& hi) {
   hi = int8_array(his, n);
 }
 
+// The top of a worker's loop: `iteration` emptied and made current, a reload applied.
+void start_iteration(MemoryContext iteration);
 // Starts a transaction with SPI connected and a snapshot pushed; `activity` shows in
 // pg_stat_activity.
 void begin_worker_transaction(const char* activity);
