@@ -88,10 +88,8 @@ void define_settings() {
       GUC_UNIT_MS, nullptr, nullptr, nullptr);
   DefineCustomIntVariable(
       "outbox.partition_fillfactor", "Fillfactor of new partitions, in percent.",
-      "The rest of each page is left for the published versions of its events, so that the "
-      "relay marks them with heap-only updates (no new page, no index entry). 50 leaves room "
-      "for every event of a page; higher values save space and cost marking speed when a "
-      "backlog drains.",
+      "Delivery writes no event row (the delivery log), so pages can be full; a lower value "
+      "leaves room for the rare rows a retry or a dead letter updates in place.",
       &settings.partition_fillfactor, settings.partition_fillfactor, 10, 100, PGC_SUSET, 0, nullptr,
       nullptr, nullptr);
 

@@ -1,7 +1,6 @@
 // The low-water mark. Every event with seq below it is published, dead-lettered or waiting
 // for a retry, so the scan for new events starts there, and no index has to mention
-// published_at: marking is a heap-only update (partitions keep free space on each page,
-// outbox.partition_fillfactor). The mark is not "id > last_id", which loses late commits:
+// published_at or the delivery log. The mark is not "id > last_id", which loses late commits:
 // it only passes a value once no transaction that could still commit an event at or below
 // it is running.
 //   - outbox._next_seq() gives a transaction its xid before its sequence value.

@@ -148,7 +148,7 @@ void Relay::finish_batch(Batch& batch, BatchResult& result) {
   }
   const Fetched& fetched = batch.fetched;
   count_batch(batch, result.stats);
-  guard([] { pgstat_report_activity(STATE_RUNNING, "outbox relay: marking"); });
+  guard([] { pgstat_report_activity(STATE_RUNNING, "outbox relay: recording the batch"); });
   queue_.mark_acked(fetched, batch.outcomes);
   ++result.batches;
   // The sink delivered some of the batch: what it could not deliver is a failure of those
