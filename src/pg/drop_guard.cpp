@@ -30,6 +30,12 @@ constexpr const char* kUndeliveredSql =
     "        OR e.next_attempt_at IS NOT NULL OR e.dead_at IS NOT NULL) "
     "   AND e.published_at IS NULL AND e.discarded_at IS NULL "
     "   AND NOT " OUTBOX_IN_DELIVERY_LOG("e");
+// The same while the SQL objects are still older than 0.6.0 (this library, no ALTER EXTENSION
+// UPDATE yet): then the relay marked every delivered event on its row, and neither the
+// delivery log nor discarded_at exists.
+constexpr const char* kUndeliveredBefore060Sql =
+    "SELECT pg_catalog.count(*), pg_catalog.count(*) FILTER (WHERE e.dead_at IS NOT NULL) "
+    "  FROM outbox.events e WHERE e.published_at IS NULL";
 
 bool names(List* objects, const char* name) {
   ListCell* cell;
@@ -45,9 +51,9 @@ struct Undelivered {
   int64 dead;
 };
 
-Undelivered count_undelivered() {
+Undelivered count_undelivered(const char* sql) {
   if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "outbox: SPI_connect failed");
-  if (SPI_execute(kUndeliveredSql, true, 1) != SPI_OK_SELECT || SPI_processed != 1) {
+  if (SPI_execute(sql, true, 1) != SPI_OK_SELECT || SPI_processed != 1) {
     elog(ERROR, "outbox: counting undelivered events failed");
   }
   bool isnull;
@@ -75,7 +81,9 @@ void check_drop(EventTriggerData* trigger) {
   LockRelationOid(events, AccessExclusiveLock);
   relay_wake_at_commit(true);
   // Under that lock no event can be written or published any more: the count is exact.
-  const Undelivered undelivered = count_undelivered();
+  const bool has_log = OidIsValid(get_relname_relid("deliveries", schema));
+  const Undelivered undelivered =
+      count_undelivered(has_log ? kUndeliveredSql : kUndeliveredBefore060Sql);
   if (undelivered.events == 0) return;
   const char* command = GetCommandTagName(trigger->tag);
   if (settings.drop_discards_events) {
