@@ -23,7 +23,7 @@
 #      = the pgbench client, SECONDS_PER_RUN s; latency = the event's published_at in
 #      outbox.event_status (the relay's delivery log) - the moment COMMIT returned to pgbench
 #      (its -l log), the k-th event of a client (in seq order) being its k-th transaction:
-#      latency_curve.sh's method, unchanged. Three variants, ROUNDS rounds, the order reversed
+#      latency_curve.sh's method, unchanged. Four variants, ROUNDS rounds, the order reversed
 #      every other round:
 #        alone    no replay runs
 #        replay   a replay of everything retained ('-infinity', now(): the ROWS events and the
@@ -36,6 +36,8 @@
 #                 before is done. Coverage: the share of the writers' time in which the worker
 #                 was sending one (replay i from its commit, or replay i-1's finished_at if
 #                 later, to its finished_at; the replay worker's CPU over the run shows it busy).
+#        full     the same with outbox.replay_share = 100 (set and reset by ALTER SYSTEM and a
+#                 reload): the replay worker sends all the time, as it did before the share.
 #        hog      a control, no replay: a busy loop (sh) takes one core for the run, about
 #                 the CPU a replay takes: what CPU contention alone does. A writer's log
 #                 time is when pgbench got to run after its COMMIT returned, so a busy core
@@ -437,7 +439,7 @@ live_wait_published() {
 RES=$BENCH_WORK/live.txt
 : >"$RES"
 run=0
-live_run() {  # live_run ROUND VARIANT (alone | hog | replay)
+live_run() {  # live_run ROUND VARIANT (alone | hog | replay | full)
   local r=$1 v=$2 keeper_pid="" hog_pid="" waits_pid w0 w1 cpu0 cpu1 pid0 tps n p50 p99 pmax rcpu="-" cov="-" nrep="-" seq0
   run=$((run + 1))
   seq0=$(sqlv "SELECT last_value FROM outbox.events_seq")
@@ -448,7 +450,10 @@ live_run() {  # live_run ROUND VARIANT (alone | hog | replay)
   relay_wait_workers
   pid0=$RELAY_PIDS
   rm -f "$BENCH_WORK"/pgl.* "$BENCH_WORK"/keeper.*
-  if [ "$v" = replay ]; then
+  if [ "$v" = full ]; then
+    sql -q -c "ALTER SYSTEM SET outbox.replay_share = 100" -c "SELECT pg_reload_conf()" >/dev/null
+  fi
+  if [ "$v" = replay ] || [ "$v" = full ]; then
     rb keeper "{\"ahead\": $AHEAD, \"ready\": \"$BENCH_WORK/keeper.ready\", \"stop\": \"$BENCH_WORK/keeper.stop\", \"out\": \"$BENCH_WORK/keeper.json\"}" \
       >"$BENCH_WORK/keeper.out" 2>&1 &
     keeper_pid=$!
@@ -482,6 +487,9 @@ live_run() {  # live_run ROUND VARIANT (alone | hog | replay)
     rcpu=$(jget "$BENCH_WORK/keeper.json" replay_cpu_pct)
     cov=$(jget "$BENCH_WORK/keeper.json" coverage)
     nrep=$(jget "$BENCH_WORK/keeper.json" replays)
+  fi
+  if [ "$v" = full ]; then
+    sql -q -c "ALTER SYSTEM RESET outbox.replay_share" -c "SELECT pg_reload_conf()" >/dev/null
   fi
   live_wait_published "$seq0"
   cpu1=$(relay_cpu_ns)
@@ -517,13 +525,13 @@ live_run() {  # live_run ROUND VARIANT (alone | hog | replay)
   walw=$(printf '%.1f' "$(jget "$BENCH_WORK/waits.json" wal_wait_pct)")
   printf ' relay CPU %5s %% of a core, replay worker %5s %%; WAL %5s kB/s, %4s syncs/s, relay waiting for the WAL in %4s %% of samples' \
     "$relay_pct" "$replay_pct" "$(printf '%.0f' "$(jget "$BENCH_WORK/waits.json" wal_kb)")" "$syncs" "$walw"
-  [ "$v" = replay ] && printf '; %s replay(s), coverage %.1f %%' "$nrep" "$(awk -v c="$cov" 'BEGIN { print 100 * c }')"
+  case $v in replay | full) printf '; %s replay(s), coverage %.1f %%' "$nrep" "$(awk -v c="$cov" 'BEGIN { print 100 * c }')" ;; esac
   echo
   echo "$r $v $run ${tps:-0} $n $p50 $p99 $pmax $relay_pct $replay_pct $cov $nrep $syncs $walw $(jget "$BENCH_WORK/waits.json" wal_kb)" >>"$RES"
 }
 
 for r in $(seq "$ROUNDS"); do
-  if [ $((r % 2)) = 1 ]; then order=(alone hog replay); else order=(replay hog alone); fi
+  if [ $((r % 2)) = 1 ]; then order=(alone hog replay full); else order=(full replay hog alone); fi
   for v in "${order[@]}"; do live_run "$r" "$v"; done
 done
 
@@ -567,23 +575,25 @@ printf '   | %-6s | %15.0f | %6.2f | %9s | %16.0f | %6.2f | %17s | %13s | %7.2fx
   "$(awk '{ printf "%.4f\n", $5 / $2 }' "$PR" | median)"
 echo "   (ratio: replay events/s / drain events/s of the same pair; the median row's ratio is the median of the pairs')"
 echo
-printf '   | %-44s | %7s | %7s | %9s | %10s | %8s | %8s | %11s | %15s |\n' "live writers, $RATE commits/s, $CLIENTS clients" \
+printf '   | %-46s | %7s | %7s | %9s | %10s | %8s | %8s | %11s | %15s |\n' "live writers, $RATE commits/s, $CLIENTS clients" \
   "p50 ms" "p99 ms" "relay CPU" "replay CPU" "coverage" "WAL kB/s" "WAL syncs/s" "relay WAL waits"
-printf '   | %-44s | %7s | %7s | %9s | %10s | %8s | %8s | %11s | %15s |\n' "---" "---:" "---:" "---:" "---:" "---:" "---:" "---:" "---:"
-for v in alone hog replay; do
+printf '   | %-46s | %7s | %7s | %9s | %10s | %8s | %8s | %11s | %15s |\n' "---" "---:" "---:" "---:" "---:" "---:" "---:" "---:" "---:"
+for v in alone hog replay full; do
   case $v in
     alone) label="no replay" ;;
     hog) label="no replay, a busy loop on one core (control)" ;;
-    replay) label="beside a replay" ;;
+    replay) label="beside a replay (replay_share 10, the default)" ;;
+    full) label="beside a replay, replay_share 100" ;;
   esac
-  printf '   | %-44s | %7.2f | %7.2f | %7.1f %% | %10s | %8s | %8.0f | %11.0f | %13.1f %% |\n' "$label" \
+  printf '   | %-46s | %7.2f | %7.2f | %7.1f %% | %10s | %8s | %8.0f | %11.0f | %13.1f %% |\n' "$label" \
     "$(col "$v" 6 | median)" "$(col "$v" 7 | median)" "$(col "$v" 9 | median)" \
-    "$([ "$v" = replay ] && printf '%.1f %%' "$(col "$v" 10 | median)" || echo "-")" \
-    "$([ "$v" = replay ] && printf '%.1f %%' "$(col "$v" 11 | awk '{ print 100 * $1 }' | median)" || echo "-")" \
+    "$([ "$v" = replay ] || [ "$v" = full ] && printf '%.1f %%' "$(col "$v" 10 | median)" || echo "-")" \
+    "$([ "$v" = replay ] || [ "$v" = full ] && printf '%.1f %%' "$(col "$v" 11 | awk '{ print 100 * $1 }' | median)" || echo "-")" \
     "$(col "$v" 15 | median)" "$(col "$v" 13 | median)" "$(col "$v" 14 | median)"
 done
 echo "   (medians of $ROUNDS rounds; each round's runs above)"
 echo "   with a replay / without: p50 $(rr 6), p99 $(rr 7) (median of the per-round ratios, min-max)"
+echo "   replay_share 100 / without: p50 $(rr 6 full), p99 $(rr 7 full)"
 echo "   control, busy loop / without: p99 $(rr 7 hog)"
 echo
 r_rate=$(awk '{ printf "%.4f\n", $5 / $2 }' "$PR" | median)

@@ -267,6 +267,17 @@ void relay_slot_assign(int index, Oid database, int worker) {
   SpinLockRelease(&slot.mutex);
 }
 
+uint64 relay_database_batches(Oid database) {
+  uint64 batches = 0;
+  for (int i = 0; i < relay_slot_count(); ++i) {
+    Slot& slot = shared->slot[i];
+    SpinLockAcquire(&slot.mutex);
+    if (slot.database == database) batches += slot.counters.batches;
+    SpinLockRelease(&slot.mutex);
+  }
+  return batches;
+}
+
 bool relay_worker_running(Oid database, int worker) {
   for (int i = 0; i < relay_slot_count(); ++i) {
     Slot& slot = shared->slot[i];

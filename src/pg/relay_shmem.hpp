@@ -91,6 +91,9 @@ void relay_slot_explain(int index, const char* detail, TimestampTz restart_at);
 // Reader side: a consistent copy of one slot.
 SlotView relay_slot_read(int index);
 int relay_slot_count();
+// The batches that the database's relays have sent, summed over their slots: it moves while
+// live events flow (the replay worker's share, relay/replay.cpp).
+uint64 relay_database_batches(Oid database);
 // Whether worker `worker` of the database runs (shard ownership, relay/ownership.cpp).
 bool relay_worker_running(Oid database, int worker);
 // Sends SIGTERM to every relay of the database: each stops after its current step, and what

@@ -27,6 +27,7 @@ Settings settings = {
     /* retry_backoff_max_ms */ 60 * 1000,
     /* wake_at_commit */ true,
     /* min_batch_interval_ms */ 50,
+    /* replay_share */ 10,
     /* wait_for_sync_standbys */ false,
     /* sink_files_directory */ nullptr,
     /* drop_discards_events */ false,
@@ -139,6 +140,15 @@ void define_settings() {
       "most this long. A full batch never waits. 0 disables gathering.",
       &settings.min_batch_interval_ms, settings.min_batch_interval_ms, 0, 1000, PGC_SIGHUP,
       GUC_UNIT_MS, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "outbox.replay_share",
+      "Share of its time, in percent, the replay worker sends while live events flow.",
+      "While the database's relays have sent a batch within the last second, the replay worker "
+      "waits after each of its batches so that it sends at most this share of the time: a core "
+      "kept busy slows the live events' commits and WAL flushes. With no live events it runs "
+      "at full speed. 100 never waits.",
+      &settings.replay_share, settings.replay_share, 1, 100, PGC_SIGHUP, 0, nullptr, nullptr,
+      nullptr);
   DefineCustomBoolVariable(
       "outbox.wait_for_sync_standbys",
       "Publish an event only once the synchronous standbys have flushed its commit.",

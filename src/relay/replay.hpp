@@ -38,7 +38,10 @@ class Replayer {
   bool load(Replay& replay);
   void save(int64 id, const char* sql);
   int back_off(const std::string& error);
-  void wait(int ms);
+  // The wait between steps, shown as `activity` in pg_stat_activity.
+  void wait(int ms, const char* activity);
+  // After a batch begun at `started`: the wait that keeps it to outbox.replay_share.
+  int share_wait(TimestampTz started);
 
   const int slot_;
   std::mt19937_64 rng_;
@@ -60,6 +63,8 @@ class Replayer {
   std::string replay_id_;  // the header's value, while a batch is out
   int failures_ = 0;
   TimestampTz backoff_until_ = 0;
+  uint64 live_batches_ = 0;       // the relays' batches at the last look
+  TimestampTz live_seen_at_ = 0;  // when they last moved
 };
 
 // A relay at its start: a replay left running (by a restart) wants the replay worker again.

@@ -8,7 +8,8 @@
 # refused (22023) with nothing recorded or sent; that cancel_replay() of a finished replay is
 # false; that the replay worker leaves once done; and that the server is never restarted.
 # Then kill -9 of the replay worker mid-replay: the replay resumes after the restart and every
-# event of it arrives, each key's in order.
+# event of it arrives, each key's in order. Last, a replay beside live events takes its share
+# (outbox.replay_share) and still sends everything.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -274,6 +275,31 @@ my @disordered = grep {
 	join(',', @firsts) ne join(',', sort { $a <=> $b } @firsts)
 } keys %$order;
 is_deeply(\@disordered, [], "replay $crashed: each key's copies in order of first arrival");
+
+# 10. While live events flow, the replay worker waits after each batch for its share
+#     (outbox.replay_share, 1 % here), and says so in pg_stat_activity; once they stop, it
+#     goes on and sends the whole replay.
+$node->safe_psql('postgres', q{ALTER SYSTEM SET outbox.replay_share = 1; SELECT pg_reload_conf()});
+wait_published($node, 'true', 'before the shared replay: everything published');
+my @expected_share = sort keys %enqueued;
+my $shared = $node->safe_psql('postgres', q{SELECT outbox.replay('-infinity', now())});
+my $waited = 0;
+for (1 .. 300) {
+	enqueue_orders(1, 1, 'share');
+	$waited = $node->safe_psql('postgres', q{
+		SELECT count(*) FROM pg_stat_activity
+		 WHERE backend_type = 'outbox replay' AND query = 'outbox replay: leaving live events their share'});
+	last if $waited;
+}
+ok($waited, "replay $shared: waits for its share while live events flow");
+is($node->safe_psql('postgres', qq{SELECT state FROM outbox.replays WHERE id = $shared}), 'running',
+	"replay $shared: still running then");
+wait_replay_done($shared, "replay $shared: done once the live events stopped");
+$t = read_topic();
+%seen = ();
+is_deeply([ sort grep { !$seen{$_}++ } @{ ids_of_replay($t, $shared) } ], \@expected_share,
+	"replay $shared: every event of it arrived with its header");
+$node->safe_psql('postgres', q{ALTER SYSTEM RESET outbox.replay_share; SELECT pg_reload_conf()});
 
 $node->stop;
 $mock->stop;
