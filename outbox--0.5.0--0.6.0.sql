@@ -96,13 +96,17 @@ REVOKE ALL ON outbox.deliveries FROM PUBLIC;
 -- the log about an event. Each call is a fresh scan of the GiST index, never a rescan of one
 -- inside a join: PostgreSQL's GiST scans (15 to 18) can mark live index entries dead when
 -- rescanned, which hides delivered events (docs/design.md, "The delivery log"). SECURITY
--- DEFINER: it reads the log for the views' readers, as the views did.
+-- DEFINER: it reads the log for the views' readers, as the views did. enable_seqscan off: the
+-- planner prices a scan of the log's few rows as cheap, but each holds kilobytes of ranges
+-- out of line; read whole per probe, they made a probe 2 ms instead of 50 us (status of a
+-- 200,000-event backlog: 7 s against minutes; bench/relay/README.md, "Parallel workers").
 CREATE FUNCTION outbox._delivered_at(seq pg_catalog.int8)
 RETURNS pg_catalog.timestamptz
 LANGUAGE sql
 STABLE STRICT PARALLEL SAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
 AS $$
   SELECT d.delivered_at FROM outbox.deliveries d WHERE d.seqs OPERATOR(pg_catalog.@>) seq LIMIT 1
 $$;
