@@ -142,11 +142,12 @@ void define_settings() {
       GUC_UNIT_MS, nullptr, nullptr, nullptr);
   DefineCustomIntVariable(
       "outbox.replay_share",
-      "Share of its time, in percent, the replay worker sends while live events flow.",
+      "Share of the time, in percent, the replay worker may keep a core busy while live events "
+      "flow.",
       "While the database's relays have sent a batch within the last second, the replay worker "
-      "waits after each of its batches so that it sends at most this share of the time: a core "
-      "kept busy slows the live events' commits and WAL flushes. With no live events it runs "
-      "at full speed. 100 never waits.",
+      "waits after each of its batches so that its CPU time is at most this share of the time: "
+      "a core kept busy slows the live events' commits and WAL flushes. Waiting for the "
+      "destination does not count. With no live events it runs at full speed. 100 never waits.",
       &settings.replay_share, settings.replay_share, 1, 100, PGC_SIGHUP, 0, nullptr, nullptr,
       nullptr);
   DefineCustomBoolVariable(

@@ -10,11 +10,12 @@
 //
 // It reads the events where they are, through each partition's seq index: no event row is
 // written and no partition is unsealed. A process of its own, with batches that take no
-// transaction id (see send_batch()); while live events flow it sends at most
-// outbox.replay_share of its time (share_wait()). A crash sends again what it sent since the
+// transaction id (see send_batch()); while live events flow it keeps a core busy at most
+// outbox.replay_share of the time (share_wait()). A crash sends again what it sent since the
 // last UPDATE: at least once, as everywhere.
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <vector>
 
 #include "relay/replay.hpp"
@@ -106,13 +107,13 @@ void Replayer::run() {
   report_.publish(WorkerState::kStarting);
   while (!ShutdownRequestPending) {
     start_iteration(iteration_);
-    const TimestampTz started = guard([] { return GetCurrentTimestamp(); });
+    const std::clock_t cpu_started = std::clock();
     int ms = step();
     if (ms < 0 || session_.absent()) break;
     session_.write_log();
     const char* activity = "outbox replay: waiting";
     if (ms == 0) {
-      ms = share_wait(started);
+      ms = share_wait(cpu_started);
       activity = "outbox replay: leaving live events their share";
     }
     if (ms > 0) wait(ms, activity);
@@ -318,12 +319,13 @@ void Replayer::save(int64 id, const char* sql) {
   saved_at_ = guard([] { return GetCurrentTimestamp(); });
 }
 
-// After a batch that began at `started`: while live events flow (the relays sent a batch
-// within the last second), a wait that keeps the worker's sending to outbox.replay_share of
-// its time. A core kept busy makes the live events wait: on the benchmarks' 2 cores, any busy
-// core, a replay's or a query's, tripled the waits for WAL flushes, and the live p99 rose
-// 3-4x (bench/relay/README.md, "Replay").
-int Replayer::share_wait(TimestampTz started) {
+// After a batch that began when the process had used `cpu_started`: while live events flow
+// (the relays sent a batch within the last second), a wait that keeps the worker's CPU time
+// to outbox.replay_share of its time. A core kept busy makes the live events wait: on the
+// benchmarks' 2 cores, any busy core, a replay's or a query's, tripled the waits for WAL
+// flushes, and the live p99 rose 3-4x (bench/relay/README.md, "Replay"). CPU time, not the
+// batch's time: a batch that waits on its broker keeps no core busy, and is not slowed.
+int Replayer::share_wait(std::clock_t cpu_started) {
   if (settings.replay_share >= 100) return 0;
   const uint64 batches = relay_database_batches(MyDatabaseId);
   const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
@@ -332,7 +334,8 @@ int Replayer::share_wait(TimestampTz started) {
     live_seen_at_ = now;
   }
   if (now - live_seen_at_ > kLiveWindowUs) return 0;
-  const int64 wait_us = (now - started) * (100 - settings.replay_share) / settings.replay_share;
+  const int64 cpu_us = static_cast<int64>(std::clock() - cpu_started) * 1000000 / CLOCKS_PER_SEC;
+  const int64 wait_us = cpu_us * (100 - settings.replay_share) / settings.replay_share;
   return static_cast<int>(std::min<int64>(wait_us / 1000 + 1, kMaxShareWaitMs));
 }
 

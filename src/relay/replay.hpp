@@ -3,6 +3,7 @@
 // replay's window again (docs/design.md, "Replay").
 #pragma once
 
+#include <ctime>
 #include <random>
 #include <string>
 
@@ -40,8 +41,9 @@ class Replayer {
   int back_off(const std::string& error);
   // The wait between steps, shown as `activity` in pg_stat_activity.
   void wait(int ms, const char* activity);
-  // After a batch begun at `started`: the wait that keeps it to outbox.replay_share.
-  int share_wait(TimestampTz started);
+  // After a batch begun at `cpu_started` (process CPU time): the wait that keeps it to
+  // outbox.replay_share.
+  int share_wait(std::clock_t cpu_started);
 
   const int slot_;
   std::mt19937_64 rng_;
