@@ -744,281 +744,6 @@ BEGIN
 END
 $$;
 
--- Metrics (docs/monitoring.md). The relay's cumulative statistics live in shared memory:
--- they never go backwards while the server runs, relay restarts included, and start from 0
--- when it starts. The views give them with this database's name, under the names
--- Prometheus sees (outbox.metrics() and monitoring/postgres_exporter.yml): a pg_monitor
--- role reads them all.
-CREATE FUNCTION outbox._sink_stats(
-    OUT sink text, OUT events_sent bigint, OUT events_failed bigint,
-    OUT events_rejected bigint, OUT events_dead_lettered bigint, OUT batches bigint,
-    OUT bytes_sent bigint, OUT backoffs bigint)
-RETURNS SETOF record
-AS 'MODULE_PATHNAME', 'outbox_sink_stats'
-LANGUAGE C VOLATILE
-SET search_path = pg_catalog, pg_temp;
-
-CREATE FUNCTION outbox._histograms(
-    OUT sink text, OUT histogram text, OUT le float8[], OUT bucket bigint[], OUT sum float8,
-    OUT count bigint)
-RETURNS SETOF record
-AS 'MODULE_PATHNAME', 'outbox_histograms'
-LANGUAGE C VOLATILE
-SET search_path = pg_catalog, pg_temp;
-
-CREATE FUNCTION outbox._database_stats(
-    OUT relay_starts bigint, OUT relay_exits_clean bigint, OUT relay_exits_error bigint,
-    OUT relay_exits_lost bigint, OUT events_requeued bigint, OUT sealed_floor timestamptz,
-    OUT relays_running int, OUT relays_wanted int, OUT worker_cap_reached boolean)
-RETURNS record
-AS 'MODULE_PATHNAME', 'outbox_database_stats'
-LANGUAGE C VOLATILE
-SET search_path = pg_catalog, pg_temp;
-
-CREATE FUNCTION outbox._count_requeued(events bigint)
-RETURNS void
-AS 'MODULE_PATHNAME', 'outbox_count_requeued'
-LANGUAGE C VOLATILE STRICT
-SET search_path = pg_catalog, pg_temp;
-
--- Per sink: what the relays sent with it since the server started.
-CREATE VIEW outbox.sink_metrics AS
-SELECT pg_catalog.current_database()::pg_catalog.text AS datname, s.sink,
-       s.events_sent AS events_sent_total, s.events_failed AS events_failed_total,
-       s.events_rejected AS events_rejected_total,
-       s.events_dead_lettered AS events_dead_lettered_total, s.batches AS batches_total,
-       s.bytes_sent AS bytes_sent_total, s.backoffs AS backoffs_total
-  FROM outbox._sink_stats() s;
-COMMENT ON VIEW outbox.sink_metrics IS
-  'Per sink, since the server started: events acknowledged, failed (transient), rejected, dead-lettered; batches, payload and header bytes acknowledged, back-offs.';
-
--- Per sink, three histograms: le holds the upper bounds (+Inf left out: it is count), bucket
--- the cumulative counts at each.
-CREATE VIEW outbox.histogram_metrics AS
-SELECT pg_catalog.current_database()::pg_catalog.text AS datname, h.sink, h.histogram, h.le,
-       h.bucket, h.sum, h.count
-  FROM outbox._histograms() h;
-COMMENT ON VIEW outbox.histogram_metrics IS
-  'Per sink: delivery_latency_seconds (each event, enqueue to acknowledgement), batch_round_trip_seconds and batch_size_events (each batch); cumulative buckets.';
-
--- Per relay worker: outbox.status's counters (they go on across the relay's restarts), and
--- whether its last error is current (no event acknowledged since).
-CREATE VIEW outbox.relay_metrics AS
-SELECT w.datname, w.worker, w.state, w.up, w.batches_total, w.events_sent_total,
-       w.events_failed_total, w.events_dead_lettered_total, w.seconds_since_last_ack,
-       w.last_error_current,
-       (w.last_error_current OPERATOR(pg_catalog.=) 1
-        AND w.last_error LIKE 'sink configuration error:%')::pg_catalog.int4 AS config_error,
-       w.last_error
-  FROM (SELECT pg_catalog.current_database()::pg_catalog.text AS datname,
-               COALESCE(s.worker::pg_catalog.text, '') AS worker, s.state,
-               (s.pid IS NOT NULL)::pg_catalog.int4 AS up,
-               COALESCE(s.batches, 0) AS batches_total,
-               COALESCE(s.events_sent, 0) AS events_sent_total,
-               COALESCE(s.events_failed, 0) AS events_failed_total,
-               COALESCE(s.events_dead, 0) AS events_dead_lettered_total,
-               pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) s.last_success_at)
-                 AS seconds_since_last_ack,
-               (s.last_error_at IS NOT NULL
-                AND (s.last_success_at IS NULL
-                     OR s.last_error_at OPERATOR(pg_catalog.>) s.last_success_at))::pg_catalog.int4
-                 AS last_error_current,
-               s.last_error
-          FROM outbox._workers() s) w;
-COMMENT ON VIEW outbox.relay_metrics IS
-  'Per relay worker: up, state, counters (never reset by a relay restart), seconds since its last acknowledged event, whether its last error is current, and whether that error is the sink''s configuration.';
-
--- The database's queue and relays: the gauges, and the relays' starts and exits.
-CREATE VIEW outbox.database_metrics AS
-SELECT pg_catalog.current_database()::pg_catalog.text AS datname,
-       q.unpublished,
-       COALESCE(pg_catalog.date_part('epoch', q.oldest_unpublished_age), 0)
-         AS oldest_unpublished_age_seconds,
-       q.held_keys,
-       COALESCE(pg_catalog.date_part('epoch', q.oldest_held_age), 0) AS oldest_held_key_age_seconds,
-       q.dead_lettered AS dead_letters,
-       p.partitions, p.sealed_partitions,
-       COALESCE(pg_catalog.date_part('epoch', p.newest_end OPERATOR(pg_catalog.-) pg_catalog.now()), 0)
-         AS partitions_ahead_seconds,
-       COALESCE(pg_catalog.date_part('epoch', d.sealed_floor), 0) AS sealed_floor_seconds,
-       GREATEST(0, l.handed_out OPERATOR(pg_catalog.+) 1
-                   OPERATOR(pg_catalog.-) COALESCE(r.low_water, 0)) AS low_water_lag,
-       d.relays_running, d.relays_wanted, d.worker_cap_reached::pg_catalog.int4 AS worker_cap_reached,
-       d.relay_starts AS relay_starts_total, d.relay_exits_clean AS relay_exits_clean_total,
-       d.relay_exits_error AS relay_exits_error_total, d.relay_exits_lost AS relay_exits_lost_total,
-       d.events_requeued AS events_requeued_total
-  FROM (SELECT s.unpublished, s.oldest_unpublished_age, s.held_keys, s.oldest_held_age,
-               s.dead_lettered
-          FROM outbox.status s LIMIT 1) q
- CROSS JOIN outbox._database_stats() d
- CROSS JOIN LATERAL (
-        SELECT pg_catalog.count(*) AS partitions,
-               pg_catalog.count(*) FILTER (WHERE pt.upper_bound OPERATOR(pg_catalog.<=) d.sealed_floor)
-                 AS sealed_partitions,
-               pg_catalog.max(pt.upper_bound) AS newest_end
-          FROM outbox.partitions pt) p
- CROSS JOIN (SELECT CASE WHEN sq.is_called THEN sq.last_value
-                         ELSE sq.last_value OPERATOR(pg_catalog.-) 1 END AS handed_out
-               FROM outbox.events_seq sq) l
-  LEFT JOIN outbox.relay_state r ON true;
-COMMENT ON VIEW outbox.database_metrics IS
-  'The database''s queue (unpublished, ages, held keys, dead letters, partitions, the low-water mark''s lag) and relays (running, wanted, capped by outbox.max_workers, starts and exits).';
-
--- A label, escaped as the Prometheus text format wants it.
-CREATE FUNCTION outbox._label(name text, value text)
-RETURNS text
-LANGUAGE sql IMMUTABLE STRICT
-SET search_path = pg_catalog, pg_temp
-AS $$
-SELECT name || '="' || replace(replace(replace(value, E'\\', E'\\\\'), '"', E'\\"'), E'\n', E'\\n')
-       || '"'
-$$;
-
--- Every view above in the Prometheus text exposition format (version 0.0.4), for a scraper
--- that runs SQL (a textfile collector, a sidecar): the same names the exporter's queries file
--- gives.
-CREATE FUNCTION outbox.metrics()
-RETURNS text
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-WITH
-d AS (SELECT * FROM outbox.database_metrics),
-dl AS (SELECT outbox._label('datname', d.datname) AS l FROM d),
-s AS (SELECT m.*, outbox._label('datname', m.datname) || ',' || outbox._label('sink', m.sink) AS l
-        FROM outbox.sink_metrics m),
-w AS (SELECT m.*, outbox._label('datname', m.datname) || ',' || outbox._label('worker', m.worker) AS l
-        FROM outbox.relay_metrics m),
-h AS (SELECT m.*, outbox._label('datname', m.datname) || ',' || outbox._label('sink', m.sink) AS l
-        FROM outbox.histogram_metrics m),
-samples(family, type, help, sample, grp, extra, value, ord) AS (
-  SELECT 'outbox_' || g.name, 'gauge', g.help, 'outbox_' || g.name, dl.l, '', g.value, 0
-    FROM d, dl, LATERAL (VALUES
-      ('unpublished', 'Events not yet published (nor dead-lettered).', d.unpublished::text),
-      ('oldest_unpublished_age_seconds', 'Age of the oldest unpublished event.',
-       round(d.oldest_unpublished_age_seconds::numeric, 6)::text),
-      ('held_keys', 'Keys whose events wait behind a retrying event.', d.held_keys::text),
-      ('oldest_held_key_age_seconds', 'Age of the oldest held key''s event.',
-       round(d.oldest_held_key_age_seconds::numeric, 6)::text),
-      ('dead_letters', 'Dead-lettered events.', d.dead_letters::text),
-      ('partitions', 'Partitions of outbox.events.', d.partitions::text),
-      ('sealed_partitions', 'Sealed partitions (no query of the relay reads them).',
-       d.sealed_partitions::text),
-      ('partitions_ahead_seconds', 'Seconds until the newest partition ends (rotation makes more).',
-       round(d.partitions_ahead_seconds::numeric, 3)::text),
-      ('sealed_floor_seconds', 'The sealed partitions'' floor, as a Unix time (0: none).',
-       round(d.sealed_floor_seconds::numeric, 3)::text),
-      ('low_water_lag', 'Sequence values handed out at or above the saved low-water mark.',
-       d.low_water_lag::text),
-      ('relays_running', 'Relay workers running in this database.', d.relays_running::text),
-      ('relays_wanted', 'Relay workers wanted in this database (outbox.workers).',
-       d.relays_wanted::text),
-      ('worker_cap_reached', '1 while a relay of this database waits for a slot of outbox.max_workers.',
-       d.worker_cap_reached::text)) g(name, help, value)
-  UNION ALL
-  SELECT 'outbox_' || g.name, 'counter', g.help, 'outbox_' || g.name, dl.l, '', g.value, 0
-    FROM d, dl, LATERAL (VALUES
-      ('relay_starts_total', 'Relay workers started.', d.relay_starts_total::text),
-      ('relay_exits_clean_total', 'Relay workers that exited cleanly (stop, pause, no extension).',
-       d.relay_exits_clean_total::text),
-      ('relay_exits_error_total', 'Relay workers that exited after an error.',
-       d.relay_exits_error_total::text),
-      ('relay_exits_lost_total', 'Relay workers that exited without saying why (FATAL).',
-       d.relay_exits_lost_total::text),
-      ('events_requeued_total', 'Events requeued by outbox.requeue() and requeue_dead().',
-       d.events_requeued_total::text)) g(name, help, value)
-  UNION ALL
-  SELECT 'outbox_sink_' || g.name, 'counter', g.help, 'outbox_sink_' || g.name, s.l, '', g.value, 0
-    FROM s, LATERAL (VALUES
-      ('events_sent_total', 'Events the sink acknowledged.', s.events_sent_total::text),
-      ('events_failed_total', 'Events unavailable while others were acknowledged (retried).',
-       s.events_failed_total::text),
-      ('events_rejected_total', 'Events the sink rejected (an attempt used).',
-       s.events_rejected_total::text),
-      ('events_dead_lettered_total', 'Events dead-lettered after outbox.max_attempts.',
-       s.events_dead_lettered_total::text),
-      ('batches_total', 'Batches handed to the sink.', s.batches_total::text),
-      ('bytes_sent_total', 'Payload and header bytes of acknowledged events.',
-       s.bytes_sent_total::text),
-      ('backoffs_total', 'Back-offs of the whole stream (outage, configuration error).',
-       s.backoffs_total::text)) g(name, help, value)
-  UNION ALL
-  SELECT 'outbox_relay_' || g.name, g.type, g.help, 'outbox_relay_' || g.name, w.l, '', g.value, 0
-    FROM w, LATERAL (VALUES
-      ('up', 'gauge', '1 while the relay worker runs.', w.up::text),
-      ('batches_total', 'counter', 'Batches this worker sent.', w.batches_total::text),
-      ('events_sent_total', 'counter', 'Events this worker sent.', w.events_sent_total::text),
-      ('events_failed_total', 'counter', 'Events this worker saw fail (rejected or transient).',
-       w.events_failed_total::text),
-      ('events_dead_lettered_total', 'counter', 'Events this worker dead-lettered.',
-       w.events_dead_lettered_total::text),
-      ('last_error_current', 'gauge', '1 when no event was acknowledged since the last error.',
-       w.last_error_current::text),
-      ('config_error', 'gauge', '1 when the current error is the sink''s configuration.',
-       w.config_error::text)) g(name, type, help, value)
-  UNION ALL
-  SELECT 'outbox_relay_seconds_since_last_ack', 'gauge',
-         'Seconds since this worker''s last acknowledged event.',
-         'outbox_relay_seconds_since_last_ack', w.l, '',
-         round(w.seconds_since_last_ack::numeric, 3)::text, 0
-    FROM w WHERE w.seconds_since_last_ack IS NOT NULL
-  UNION ALL
-  SELECT 'outbox_relay_state_info', 'gauge', 'The worker''s state, as a label (always 1).',
-         'outbox_relay_state_info', w.l, ',' || outbox._label('state', COALESCE(w.state, '')), '1', 0
-    FROM w
-  UNION ALL
-  SELECT 'outbox_' || h.histogram, 'histogram', hh.help, 'outbox_' || h.histogram || '_bucket',
-         h.l, ',' || outbox._label('le', b.le::numeric::text), b.bucket::text, b.n
-    FROM h, LATERAL unnest(h.le, h.bucket) WITH ORDINALITY b(le, bucket, n),
-         LATERAL (SELECT CASE h.histogram
-                 WHEN 'delivery_latency_seconds' THEN 'Each event, from its enqueue to the sink''s acknowledgement.'
-                 WHEN 'batch_round_trip_seconds' THEN 'Each batch, from handed to the sink to its outcomes.'
-                 ELSE 'Events per batch handed to the sink.' END AS help) hh
-  UNION ALL
-  SELECT 'outbox_' || h.histogram, 'histogram', NULL, 'outbox_' || h.histogram || x.suffix,
-         h.l, x.le, x.value, x.ord
-    FROM h, LATERAL (VALUES
-      ('_bucket', ',' || outbox._label('le', '+Inf'), h.count::text, 1000),
-      ('_sum', '', round(h.sum::numeric, 6)::text, 1001),
-      ('_count', '', h.count::text, 1002)) x(suffix, le, value, ord)
-),
-families AS (
-  SELECT family, min(type) AS type, min(help) AS help,
-         string_agg(sample || '{' || grp || extra || '} ' || value, E'\n' ORDER BY grp, ord)
-           AS lines
-    FROM samples GROUP BY family)
-SELECT COALESCE(string_agg(format(E'# HELP %s %s\n# TYPE %s %s\n%s', family, help, family, type,
-                                  lines), E'\n' ORDER BY family) || E'\n', '')
-  FROM families
-$$;
-COMMENT ON FUNCTION outbox.metrics() IS
-  'This database''s outbox metrics in the Prometheus text exposition format.';
-
-REVOKE ALL ON FUNCTION outbox._sink_stats() FROM PUBLIC;
-REVOKE ALL ON FUNCTION outbox._histograms() FROM PUBLIC;
-REVOKE ALL ON FUNCTION outbox._database_stats() FROM PUBLIC;
-REVOKE ALL ON FUNCTION outbox._count_requeued(bigint) FROM PUBLIC;
-REVOKE ALL ON FUNCTION outbox._label(text, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION outbox.metrics() FROM PUBLIC;
-REVOKE ALL ON outbox.sink_metrics, outbox.histogram_metrics, outbox.relay_metrics,
-              outbox.database_metrics FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION outbox._sink_stats(), outbox._histograms(), outbox._database_stats(),
-                          outbox._label(text, text), outbox.metrics() TO pg_monitor;
-GRANT SELECT ON outbox.sink_metrics, outbox.histogram_metrics, outbox.relay_metrics,
-                outbox.database_metrics TO pg_monitor;
-
--- The options a sink declares, from the same table configure_sink checks them against: the
--- built-in sinks' and a third party's (it loads the sink's library, as configure_sink does).
-CREATE FUNCTION outbox.sink_options(sink text, OUT option text, OUT kind text,
-                                    OUT description text)
-RETURNS SETOF record
-AS 'MODULE_PATHNAME', 'outbox_sink_options'
-LANGUAGE C VOLATILE STRICT
-SET search_path = pg_catalog, pg_temp;
-COMMENT ON FUNCTION outbox.sink_options(text) IS
-  'The options a sink declares (a secret as <name>_file), with their kind and description.';
-REVOKE ALL ON FUNCTION outbox.sink_options(text) FROM PUBLIC;
-
 -- Replays (docs/reference.md#outboxreplay): published events of a window sent again, with
 -- their own ids, by the database's replay worker (relay/replay.cpp), a lane of its own beside
 -- the relays. A replay reads the events where they are, by seq from its position: nothing is
@@ -1160,3 +885,294 @@ REVOKE ALL ON FUNCTION outbox.replay(timestamptz, timestamptz, text, text, text,
 REVOKE ALL ON FUNCTION outbox.cancel_replay(bigint) FROM PUBLIC;
 REVOKE ALL ON outbox.replays FROM PUBLIC;
 GRANT SELECT ON outbox.replays TO pg_monitor;
+
+-- Metrics (docs/monitoring.md). The relay's cumulative statistics live in shared memory:
+-- they never go backwards while the server runs, relay restarts included, and start from 0
+-- when it starts. The views give them with this database's name, under the names
+-- Prometheus sees (outbox.metrics() and monitoring/postgres_exporter.yml): a pg_monitor
+-- role reads them all.
+CREATE FUNCTION outbox._sink_stats(
+    OUT sink text, OUT events_sent bigint, OUT events_failed bigint,
+    OUT events_rejected bigint, OUT events_dead_lettered bigint, OUT batches bigint,
+    OUT bytes_sent bigint, OUT backoffs bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'outbox_sink_stats'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION outbox._histograms(
+    OUT sink text, OUT histogram text, OUT le float8[], OUT bucket bigint[], OUT sum float8,
+    OUT count bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'outbox_histograms'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION outbox._database_stats(
+    OUT relay_starts bigint, OUT relay_exits_clean bigint, OUT relay_exits_error bigint,
+    OUT relay_exits_lost bigint, OUT events_requeued bigint, OUT sealed_floor timestamptz,
+    OUT relays_running int, OUT relays_wanted int, OUT worker_cap_reached boolean)
+RETURNS record
+AS 'MODULE_PATHNAME', 'outbox_database_stats'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION outbox._count_requeued(events bigint)
+RETURNS void
+AS 'MODULE_PATHNAME', 'outbox_count_requeued'
+LANGUAGE C VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp;
+
+-- Per sink: what the relays sent with it since the server started.
+CREATE VIEW outbox.sink_metrics AS
+SELECT pg_catalog.current_database()::pg_catalog.text AS datname, s.sink,
+       s.events_sent AS events_sent_total, s.events_failed AS events_failed_total,
+       s.events_rejected AS events_rejected_total,
+       s.events_dead_lettered AS events_dead_lettered_total, s.batches AS batches_total,
+       s.bytes_sent AS bytes_sent_total, s.backoffs AS backoffs_total
+  FROM outbox._sink_stats() s;
+COMMENT ON VIEW outbox.sink_metrics IS
+  'Per sink, since the server started: events acknowledged, failed (transient), rejected, dead-lettered; batches, payload and header bytes acknowledged, back-offs.';
+
+-- Per sink, three histograms: le holds the upper bounds (+Inf left out: it is count), bucket
+-- the cumulative counts at each.
+CREATE VIEW outbox.histogram_metrics AS
+SELECT pg_catalog.current_database()::pg_catalog.text AS datname, h.sink, h.histogram, h.le,
+       h.bucket, h.sum, h.count
+  FROM outbox._histograms() h;
+COMMENT ON VIEW outbox.histogram_metrics IS
+  'Per sink: delivery_latency_seconds (each event, enqueue to acknowledgement), batch_round_trip_seconds and batch_size_events (each batch); cumulative buckets.';
+
+-- Per relay worker: outbox.status's counters (they go on across the relay's restarts), and
+-- whether its last error is current (no event acknowledged since).
+CREATE VIEW outbox.relay_metrics AS
+SELECT w.datname, w.worker, w.state, w.up, w.batches_total, w.events_sent_total,
+       w.events_failed_total, w.events_dead_lettered_total, w.seconds_since_last_ack,
+       w.last_error_current,
+       (w.last_error_current OPERATOR(pg_catalog.=) 1
+        AND w.last_error LIKE 'sink configuration error:%')::pg_catalog.int4 AS config_error,
+       w.last_error
+  FROM (SELECT pg_catalog.current_database()::pg_catalog.text AS datname,
+               COALESCE(s.worker::pg_catalog.text, '') AS worker, s.state,
+               (s.pid IS NOT NULL)::pg_catalog.int4 AS up,
+               COALESCE(s.batches, 0) AS batches_total,
+               COALESCE(s.events_sent, 0) AS events_sent_total,
+               COALESCE(s.events_failed, 0) AS events_failed_total,
+               COALESCE(s.events_dead, 0) AS events_dead_lettered_total,
+               pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) s.last_success_at)
+                 AS seconds_since_last_ack,
+               (s.last_error_at IS NOT NULL
+                AND (s.last_success_at IS NULL
+                     OR s.last_error_at OPERATOR(pg_catalog.>) s.last_success_at))::pg_catalog.int4
+                 AS last_error_current,
+               s.last_error
+          FROM outbox._workers() s) w;
+COMMENT ON VIEW outbox.relay_metrics IS
+  'Per relay worker: up, state, counters (never reset by a relay restart), seconds since its last acknowledged event, whether its last error is current, and whether that error is the sink''s configuration.';
+
+-- The database's queue and relays: the gauges, and the relays' starts and exits.
+CREATE VIEW outbox.database_metrics AS
+SELECT pg_catalog.current_database()::pg_catalog.text AS datname,
+       q.unpublished,
+       COALESCE(pg_catalog.date_part('epoch', q.oldest_unpublished_age), 0)
+         AS oldest_unpublished_age_seconds,
+       q.held_keys,
+       COALESCE(pg_catalog.date_part('epoch', q.oldest_held_age), 0) AS oldest_held_key_age_seconds,
+       q.dead_lettered AS dead_letters,
+       p.partitions, p.sealed_partitions,
+       COALESCE(pg_catalog.date_part('epoch', p.newest_end OPERATOR(pg_catalog.-) pg_catalog.now()), 0)
+         AS partitions_ahead_seconds,
+       COALESCE(pg_catalog.date_part('epoch', d.sealed_floor), 0) AS sealed_floor_seconds,
+       GREATEST(0, l.handed_out OPERATOR(pg_catalog.+) 1
+                   OPERATOR(pg_catalog.-) COALESCE(r.low_water, 0)) AS low_water_lag,
+       d.relays_running, d.relays_wanted, d.worker_cap_reached::pg_catalog.int4 AS worker_cap_reached,
+       d.relay_starts AS relay_starts_total, d.relay_exits_clean AS relay_exits_clean_total,
+       d.relay_exits_error AS relay_exits_error_total, d.relay_exits_lost AS relay_exits_lost_total,
+       d.events_requeued AS events_requeued_total,
+       rp.replays_running, rp.replay_events_remaining, rp.replay_seconds_since_progress
+  FROM (SELECT s.unpublished, s.oldest_unpublished_age, s.held_keys, s.oldest_held_age,
+               s.dead_lettered
+          FROM outbox.status s LIMIT 1) q
+ CROSS JOIN outbox._database_stats() d
+ CROSS JOIN LATERAL (
+        SELECT pg_catalog.count(*) AS partitions,
+               pg_catalog.count(*) FILTER (WHERE pt.upper_bound OPERATOR(pg_catalog.<=) d.sealed_floor)
+                 AS sealed_partitions,
+               pg_catalog.max(pt.upper_bound) AS newest_end
+          FROM outbox.partitions pt) p
+ CROSS JOIN (SELECT CASE WHEN sq.is_called THEN sq.last_value
+                         ELSE sq.last_value OPERATOR(pg_catalog.-) 1 END AS handed_out
+               FROM outbox.events_seq sq) l
+ CROSS JOIN (
+        SELECT pg_catalog.count(*) AS replays_running,
+               COALESCE(pg_catalog.sum(GREATEST(0, rr.events_total OPERATOR(pg_catalog.-) rr.events_sent
+                                                OPERATOR(pg_catalog.-) rr.events_skipped)), 0)::pg_catalog.int8
+                 AS replay_events_remaining,
+               COALESCE(pg_catalog.max(pg_catalog.date_part('epoch',
+                                         pg_catalog.now() OPERATOR(pg_catalog.-) rr.updated_at)), 0)
+                 AS replay_seconds_since_progress
+          FROM outbox.replays rr
+         WHERE rr.state OPERATOR(pg_catalog.=) 'running') rp
+  LEFT JOIN outbox.relay_state r ON true;
+COMMENT ON VIEW outbox.database_metrics IS
+  'The database''s queue (unpublished, ages, held keys, dead letters, partitions, the low-water mark''s lag), relays (running, wanted, capped by outbox.max_workers, starts and exits) and running replays (events left, seconds since their last batch).';
+
+-- A label, escaped as the Prometheus text format wants it.
+CREATE FUNCTION outbox._label(name text, value text)
+RETURNS text
+LANGUAGE sql IMMUTABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT name || '="' || replace(replace(replace(value, E'\\', E'\\\\'), '"', E'\\"'), E'\n', E'\\n')
+       || '"'
+$$;
+
+-- Every view above in the Prometheus text exposition format (version 0.0.4), for a scraper
+-- that runs SQL (a textfile collector, a sidecar): the same names the exporter's queries file
+-- gives.
+CREATE FUNCTION outbox.metrics()
+RETURNS text
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+WITH
+d AS (SELECT * FROM outbox.database_metrics),
+dl AS (SELECT outbox._label('datname', d.datname) AS l FROM d),
+s AS (SELECT m.*, outbox._label('datname', m.datname) || ',' || outbox._label('sink', m.sink) AS l
+        FROM outbox.sink_metrics m),
+w AS (SELECT m.*, outbox._label('datname', m.datname) || ',' || outbox._label('worker', m.worker) AS l
+        FROM outbox.relay_metrics m),
+h AS (SELECT m.*, outbox._label('datname', m.datname) || ',' || outbox._label('sink', m.sink) AS l
+        FROM outbox.histogram_metrics m),
+samples(family, type, help, sample, grp, extra, value, ord) AS (
+  SELECT 'outbox_' || g.name, 'gauge', g.help, 'outbox_' || g.name, dl.l, '', g.value, 0
+    FROM d, dl, LATERAL (VALUES
+      ('unpublished', 'Events not yet published (nor dead-lettered).', d.unpublished::text),
+      ('oldest_unpublished_age_seconds', 'Age of the oldest unpublished event.',
+       round(d.oldest_unpublished_age_seconds::numeric, 6)::text),
+      ('held_keys', 'Keys whose events wait behind a retrying event.', d.held_keys::text),
+      ('oldest_held_key_age_seconds', 'Age of the oldest held key''s event.',
+       round(d.oldest_held_key_age_seconds::numeric, 6)::text),
+      ('dead_letters', 'Dead-lettered events.', d.dead_letters::text),
+      ('partitions', 'Partitions of outbox.events.', d.partitions::text),
+      ('sealed_partitions', 'Sealed partitions (no query of the relay reads them).',
+       d.sealed_partitions::text),
+      ('partitions_ahead_seconds', 'Seconds until the newest partition ends (rotation makes more).',
+       round(d.partitions_ahead_seconds::numeric, 3)::text),
+      ('sealed_floor_seconds', 'The sealed partitions'' floor, as a Unix time (0: none).',
+       round(d.sealed_floor_seconds::numeric, 3)::text),
+      ('low_water_lag', 'Sequence values handed out at or above the saved low-water mark.',
+       d.low_water_lag::text),
+      ('relays_running', 'Relay workers running in this database.', d.relays_running::text),
+      ('relays_wanted', 'Relay workers wanted in this database (outbox.workers).',
+       d.relays_wanted::text),
+      ('worker_cap_reached', '1 while a relay of this database waits for a slot of outbox.max_workers.',
+       d.worker_cap_reached::text),
+      ('replays_running', 'Replays running (outbox.replays).', d.replays_running::text),
+      ('replay_events_remaining', 'Events the running replays have still to send (about).',
+       d.replay_events_remaining::text),
+      ('replay_seconds_since_progress', 'Seconds since the least recent batch of a running replay (0: none runs).',
+       round(d.replay_seconds_since_progress::numeric, 3)::text)) g(name, help, value)
+  UNION ALL
+  SELECT 'outbox_' || g.name, 'counter', g.help, 'outbox_' || g.name, dl.l, '', g.value, 0
+    FROM d, dl, LATERAL (VALUES
+      ('relay_starts_total', 'Relay workers started.', d.relay_starts_total::text),
+      ('relay_exits_clean_total', 'Relay workers that exited cleanly (stop, pause, no extension).',
+       d.relay_exits_clean_total::text),
+      ('relay_exits_error_total', 'Relay workers that exited after an error.',
+       d.relay_exits_error_total::text),
+      ('relay_exits_lost_total', 'Relay workers that exited without saying why (FATAL).',
+       d.relay_exits_lost_total::text),
+      ('events_requeued_total', 'Events requeued by outbox.requeue() and requeue_dead().',
+       d.events_requeued_total::text)) g(name, help, value)
+  UNION ALL
+  SELECT 'outbox_sink_' || g.name, 'counter', g.help, 'outbox_sink_' || g.name, s.l, '', g.value, 0
+    FROM s, LATERAL (VALUES
+      ('events_sent_total', 'Events the sink acknowledged.', s.events_sent_total::text),
+      ('events_failed_total', 'Events unavailable while others were acknowledged (retried).',
+       s.events_failed_total::text),
+      ('events_rejected_total', 'Events the sink rejected (an attempt used).',
+       s.events_rejected_total::text),
+      ('events_dead_lettered_total', 'Events dead-lettered after outbox.max_attempts.',
+       s.events_dead_lettered_total::text),
+      ('batches_total', 'Batches handed to the sink.', s.batches_total::text),
+      ('bytes_sent_total', 'Payload and header bytes of acknowledged events.',
+       s.bytes_sent_total::text),
+      ('backoffs_total', 'Back-offs of the whole stream (outage, configuration error).',
+       s.backoffs_total::text)) g(name, help, value)
+  UNION ALL
+  SELECT 'outbox_relay_' || g.name, g.type, g.help, 'outbox_relay_' || g.name, w.l, '', g.value, 0
+    FROM w, LATERAL (VALUES
+      ('up', 'gauge', '1 while the relay worker runs.', w.up::text),
+      ('batches_total', 'counter', 'Batches this worker sent.', w.batches_total::text),
+      ('events_sent_total', 'counter', 'Events this worker sent.', w.events_sent_total::text),
+      ('events_failed_total', 'counter', 'Events this worker saw fail (rejected or transient).',
+       w.events_failed_total::text),
+      ('events_dead_lettered_total', 'counter', 'Events this worker dead-lettered.',
+       w.events_dead_lettered_total::text),
+      ('last_error_current', 'gauge', '1 when no event was acknowledged since the last error.',
+       w.last_error_current::text),
+      ('config_error', 'gauge', '1 when the current error is the sink''s configuration.',
+       w.config_error::text)) g(name, type, help, value)
+  UNION ALL
+  SELECT 'outbox_relay_seconds_since_last_ack', 'gauge',
+         'Seconds since this worker''s last acknowledged event.',
+         'outbox_relay_seconds_since_last_ack', w.l, '',
+         round(w.seconds_since_last_ack::numeric, 3)::text, 0
+    FROM w WHERE w.seconds_since_last_ack IS NOT NULL
+  UNION ALL
+  SELECT 'outbox_relay_state_info', 'gauge', 'The worker''s state, as a label (always 1).',
+         'outbox_relay_state_info', w.l, ',' || outbox._label('state', COALESCE(w.state, '')), '1', 0
+    FROM w
+  UNION ALL
+  SELECT 'outbox_' || h.histogram, 'histogram', hh.help, 'outbox_' || h.histogram || '_bucket',
+         h.l, ',' || outbox._label('le', b.le::numeric::text), b.bucket::text, b.n
+    FROM h, LATERAL unnest(h.le, h.bucket) WITH ORDINALITY b(le, bucket, n),
+         LATERAL (SELECT CASE h.histogram
+                 WHEN 'delivery_latency_seconds' THEN 'Each event, from its enqueue to the sink''s acknowledgement.'
+                 WHEN 'batch_round_trip_seconds' THEN 'Each batch, from handed to the sink to its outcomes.'
+                 ELSE 'Events per batch handed to the sink.' END AS help) hh
+  UNION ALL
+  SELECT 'outbox_' || h.histogram, 'histogram', NULL, 'outbox_' || h.histogram || x.suffix,
+         h.l, x.le, x.value, x.ord
+    FROM h, LATERAL (VALUES
+      ('_bucket', ',' || outbox._label('le', '+Inf'), h.count::text, 1000),
+      ('_sum', '', round(h.sum::numeric, 6)::text, 1001),
+      ('_count', '', h.count::text, 1002)) x(suffix, le, value, ord)
+),
+families AS (
+  SELECT family, min(type) AS type, min(help) AS help,
+         string_agg(sample || '{' || grp || extra || '} ' || value, E'\n' ORDER BY grp, ord)
+           AS lines
+    FROM samples GROUP BY family)
+SELECT COALESCE(string_agg(format(E'# HELP %s %s\n# TYPE %s %s\n%s', family, help, family, type,
+                                  lines), E'\n' ORDER BY family) || E'\n', '')
+  FROM families
+$$;
+COMMENT ON FUNCTION outbox.metrics() IS
+  'This database''s outbox metrics in the Prometheus text exposition format.';
+
+REVOKE ALL ON FUNCTION outbox._sink_stats() FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._histograms() FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._database_stats() FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._count_requeued(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._label(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox.metrics() FROM PUBLIC;
+REVOKE ALL ON outbox.sink_metrics, outbox.histogram_metrics, outbox.relay_metrics,
+              outbox.database_metrics FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION outbox._sink_stats(), outbox._histograms(), outbox._database_stats(),
+                          outbox._label(text, text), outbox.metrics() TO pg_monitor;
+GRANT SELECT ON outbox.sink_metrics, outbox.histogram_metrics, outbox.relay_metrics,
+                outbox.database_metrics TO pg_monitor;
+
+-- The options a sink declares, from the same table configure_sink checks them against: the
+-- built-in sinks' and a third party's (it loads the sink's library, as configure_sink does).
+CREATE FUNCTION outbox.sink_options(sink text, OUT option text, OUT kind text,
+                                    OUT description text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'outbox_sink_options'
+LANGUAGE C VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION outbox.sink_options(text) IS
+  'The options a sink declares (a secret as <name>_file), with their kind and description.';
+REVOKE ALL ON FUNCTION outbox.sink_options(text) FROM PUBLIC;

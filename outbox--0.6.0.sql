@@ -1297,7 +1297,8 @@ SELECT pg_catalog.current_database()::pg_catalog.text AS datname,
        d.relays_running, d.relays_wanted, d.worker_cap_reached::pg_catalog.int4 AS worker_cap_reached,
        d.relay_starts AS relay_starts_total, d.relay_exits_clean AS relay_exits_clean_total,
        d.relay_exits_error AS relay_exits_error_total, d.relay_exits_lost AS relay_exits_lost_total,
-       d.events_requeued AS events_requeued_total
+       d.events_requeued AS events_requeued_total,
+       rp.replays_running, rp.replay_events_remaining, rp.replay_seconds_since_progress
   FROM (SELECT s.unpublished, s.oldest_unpublished_age, s.held_keys, s.oldest_held_age,
                s.dead_lettered
           FROM outbox.status s LIMIT 1) q
@@ -1311,9 +1312,19 @@ SELECT pg_catalog.current_database()::pg_catalog.text AS datname,
  CROSS JOIN (SELECT CASE WHEN sq.is_called THEN sq.last_value
                          ELSE sq.last_value OPERATOR(pg_catalog.-) 1 END AS handed_out
                FROM outbox.events_seq sq) l
+ CROSS JOIN (
+        SELECT pg_catalog.count(*) AS replays_running,
+               COALESCE(pg_catalog.sum(GREATEST(0, rr.events_total OPERATOR(pg_catalog.-) rr.events_sent
+                                                OPERATOR(pg_catalog.-) rr.events_skipped)), 0)::pg_catalog.int8
+                 AS replay_events_remaining,
+               COALESCE(pg_catalog.max(pg_catalog.date_part('epoch',
+                                         pg_catalog.now() OPERATOR(pg_catalog.-) rr.updated_at)), 0)
+                 AS replay_seconds_since_progress
+          FROM outbox.replays rr
+         WHERE rr.state OPERATOR(pg_catalog.=) 'running') rp
   LEFT JOIN outbox.relay_state r ON true;
 COMMENT ON VIEW outbox.database_metrics IS
-  'The database''s queue (unpublished, ages, held keys, dead letters, partitions, the low-water mark''s lag) and relays (running, wanted, capped by outbox.max_workers, starts and exits).';
+  'The database''s queue (unpublished, ages, held keys, dead letters, partitions, the low-water mark''s lag), relays (running, wanted, capped by outbox.max_workers, starts and exits) and running replays (events left, seconds since their last batch).';
 
 -- A label, escaped as the Prometheus text format wants it.
 CREATE FUNCTION outbox._label(name text, value text)
@@ -1365,7 +1376,12 @@ samples(family, type, help, sample, grp, extra, value, ord) AS (
       ('relays_wanted', 'Relay workers wanted in this database (outbox.workers).',
        d.relays_wanted::text),
       ('worker_cap_reached', '1 while a relay of this database waits for a slot of outbox.max_workers.',
-       d.worker_cap_reached::text)) g(name, help, value)
+       d.worker_cap_reached::text),
+      ('replays_running', 'Replays running (outbox.replays).', d.replays_running::text),
+      ('replay_events_remaining', 'Events the running replays have still to send (about).',
+       d.replay_events_remaining::text),
+      ('replay_seconds_since_progress', 'Seconds since the least recent batch of a running replay (0: none runs).',
+       round(d.replay_seconds_since_progress::numeric, 3)::text)) g(name, help, value)
   UNION ALL
   SELECT 'outbox_' || g.name, 'counter', g.help, 'outbox_' || g.name, dl.l, '', g.value, 0
     FROM d, dl, LATERAL (VALUES

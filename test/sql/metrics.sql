@@ -26,6 +26,24 @@ SELECT count(*) FILTER (WHERE line LIKE '# HELP %') = count(*) FILTER (WHERE lin
   FROM regexp_split_to_table(rtrim(outbox.metrics(), E'\n'), E'\n') line;
 RESET ROLE;
 
+-- Running replays: how many, the events they have left, and the least recent progress (a done
+-- one counts for nothing). Rows written by hand: no replay worker runs here.
+INSERT INTO outbox.replays (since, until, upto_seq, events_total, events_sent, events_skipped,
+                            requested_by, updated_at, state)
+VALUES ('-infinity', now(), 10, 1000, 300, 100, 'tester', now() - interval '20 minutes', 'running'),
+       ('-infinity', now(), 10, 50, 60, 0, 'tester', now(), 'running'),
+       ('-infinity', now(), 10, 500, 0, 0, 'tester', now() - interval '1 day', 'done');
+SET ROLE metrics_watcher;
+SELECT replays_running, replay_events_remaining,
+       replay_seconds_since_progress BETWEEN 1200 AND 1300 AS stalled_20_minutes
+  FROM outbox.database_metrics;
+SELECT line FROM regexp_split_to_table(outbox.metrics(), E'\n') line
+ WHERE line ~ '^outbox_replay(s_running|_events_remaining)\{';
+RESET ROLE;
+DELETE FROM outbox.replays;
+SELECT replays_running, replay_events_remaining, replay_seconds_since_progress
+  FROM outbox.database_metrics;
+
 -- A label's value is escaped as the text format wants.
 SELECT outbox._label('datname', E'a"b\\c\nd');
 
