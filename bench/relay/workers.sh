@@ -117,7 +117,8 @@ echo "   warm-up (not counted):"
 drain warm-up null-1 1 key 0 -
 for r in $(seq "$ROUNDS"); do
   echo "   round $r/$ROUNDS:"
-  if [ $((r % 2)) = 1 ]; then order=(0 1 2 3 4 5 6 7 8); else order=(8 7 6 5 4 3 2 1 0); fi
+  order=($(seq 0 $((${#VARIANTS[@]} - 1))))
+  [ $((r % 2)) = 1 ] || order=($(seq $((${#VARIANTS[@]} - 1)) -1 0))
   for i in "${order[@]}"; do
     read -r label w o d b _ <<<"${VARIANTS[$i]}"
     drain "$r" "$label" "$w" "$o" "$d" "$b"
