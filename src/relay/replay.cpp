@@ -321,7 +321,7 @@ void Replayer::save(int64 id, const char* sql) {
 
 // After a batch that began when the process had used `cpu_started`: while live events flow
 // (the relays sent a batch within the last second), a wait that keeps the worker's CPU time
-// to outbox.replay_share of its time. A core kept busy makes the live events wait: on the
+// to outbox.replay_share of the wall time. A core kept busy makes the live events wait: on the
 // benchmarks' 2 cores, any busy core, a replay's or a query's, tripled the waits for WAL
 // flushes, and the live p99 rose 3-4x (bench/relay/README.md, "Replay"). CPU time, not the
 // batch's time: a batch that waits on its broker keeps no core busy, and is not slowed.
