@@ -278,8 +278,11 @@ is_deeply(\@disordered, [], "replay $crashed: each key's copies in order of firs
 
 # 10. While live events flow, the replay worker waits after each batch for its share
 #     (outbox.replay_share, 1 % here), and says so in pg_stat_activity; once they stop, it
-#     goes on and sends the whole replay.
+#     goes on and sends the whole replay. The share counts the worker's CPU time, which a
+#     batch of 20 barely uses: 4,000 more events make the replay long enough (some 200
+#     batches, each followed by a wait of 1 ms and 99 times its CPU time) to be seen waiting.
 $node->safe_psql('postgres', q{ALTER SYSTEM SET outbox.replay_share = 1; SELECT pg_reload_conf()});
+enqueue_orders(20, 40, 'bulk');
 wait_published($node, 'true', 'before the shared replay: everything published');
 my @expected_share = sort keys %enqueued;
 my $shared = $node->safe_psql('postgres', q{SELECT outbox.replay('-infinity', now())});
