@@ -52,13 +52,15 @@ constexpr const char* kLoadSql =
 constexpr const char* kFetchSql = OUTBOX_FETCH_COLUMNS
     "  FROM outbox.events "
     " WHERE part_at >= $2 AND part_at < $3 AND seq > $4 AND seq <= $5 "
-    "   AND ($6::text IS NULL OR aggregatetype = $6) AND ($7::text IS NULL OR type = $7) "
-    "   AND ($8::text IS NULL OR aggregateid = $8) AND ($9::uuid[] IS NULL OR id = ANY ($9)) "
     "   AND dead_at IS NULL "
     "   AND (published_at IS NOT NULL "
     "        OR (next_attempt_at IS NULL "
-    "            AND (seq < $10 OR outbox._delivered_at(seq) IS NOT NULL))) "
-    " ORDER BY seq LIMIT $1";
+    "            AND (seq < $10 OR outbox._delivered_at(seq) IS NOT NULL))) ";
+// The filters, each added only when the replay has it: written as `$6 IS NULL OR ...`, a
+// kept (generic) plan would test all four on every row.
+constexpr const char* kFilterSql[4] = {" AND aggregatetype = $6", " AND type = $7",
+                                       " AND aggregateid = $8", " AND id = ANY ($9)"};
+constexpr const char* kFetchOrderSql = " ORDER BY seq LIMIT $1";
 constexpr Oid kFetchTypes[10] = {INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID,      INT8OID,
                                  TEXTOID, TEXTOID,        TEXTOID,        UUIDARRAYOID, INT8OID};
 
@@ -192,9 +194,21 @@ bool Replayer::load(Replay& replay) {
 
 // In the step's transaction, which it commits: one batch of `replay`, sent and recorded.
 int Replayer::send_batch(const Replay& replay) {
+  const bool has[4] = {replay.has_aggregatetype, replay.has_type, replay.has_aggregateid,
+                       replay.has_ids};
+  int filters = 0;
+  for (int i = 0; i < 4; ++i) filters |= has[i] ? 1 << i : 0;
+  std::string sql;
+  if (fetch_plans_[filters] == nullptr) {
+    sql = kFetchSql;
+    for (int i = 0; i < 4; ++i) sql += has[i] ? kFilterSql[i] : "";
+    sql += kFetchOrderSql;
+  }
   Fetched& out = batch_.fetched;
   guard([&] {
-    if (fetch_plan_ == nullptr) fetch_plan_ = prepare_kept(kFetchSql, 10, kFetchTypes);
+    if (fetch_plans_[filters] == nullptr) {
+      fetch_plans_[filters] = prepare_kept(sql.c_str(), 10, kFetchTypes);
+    }
     const int limit = settings.batch_size;
     MemoryContextReset(batch_.memory);
     out = Fetched{static_cast<Row*>(MemoryContextAllocZero(batch_.memory, sizeof(Row) * limit)), 0,
@@ -221,7 +235,7 @@ int Replayer::send_batch(const Replay& replay) {
                             false};
     RowReceiver receiver;
     init_row_receiver(receiver, batch_, &scratch_, limit, 0, settings.batch_max_bytes);
-    run_into(fetch_plan_, 10, values, nulls, kFetchTypes, receiver);
+    run_into(fetch_plans_[filters], 10, values, nulls, kFetchTypes, receiver);
   });
   if (out.count == 0) {
     save(replay.id, kFinishSql);
@@ -267,7 +281,8 @@ int Replayer::send_batch(const Replay& replay) {
   if (progress.first_not_sent >= 0 && error.empty()) {
     error = "sink unavailable: " + batch_.outcomes[progress.first_not_sent].error;
   }
-  batch_.messages.clear();
+  // The messages are kept, their header vectors with their capacity: fill_messages() sets
+  // every field before the next send, and nothing reads them in between.
   guard([&] { MemoryContextReset(batch_.memory); });
   unsaved_.position = progress.position;
   unsaved_.sent += progress.sent;

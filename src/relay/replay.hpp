@@ -51,7 +51,7 @@ class Replayer {
   Report report_;
   Batch batch_;  // before the session: the sink may still read its messages
   SinkSession session_{report_};
-  SPIPlanPtr fetch_plan_ = nullptr;
+  SPIPlanPtr fetch_plans_[16] = {};  // by the filters the replay has (send_batch())
   // The current replay's progress since its row was last written (Replayer::save()).
   struct Unsaved {
     int64 id = 0;
