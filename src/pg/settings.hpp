@@ -26,7 +26,7 @@ struct Settings {
   int retry_backoff_max_ms;
   bool wake_at_commit;
   int min_batch_interval_ms;
-  int replay_share;  // percent of its time the replay worker sends while live events flow
+  int replay_share;  // percent of the time the replay worker may keep a core busy (live events)
   // Trust (0.4.0).
   bool wait_for_sync_standbys;  // publish only what the synchronous standbys have flushed
   char* sink_files_directory;   // where sink options that name files (and secrets) may point
