@@ -1,12 +1,9 @@
 #include "core/seq_gaps.hpp"
 
 #include <algorithm>
-#include <limits>
+#include <utility>
 
 namespace outbox {
-
-SeqGaps::SeqGaps(std::size_t max_intervals)
-    : max_intervals_(std::max<std::size_t>(1, max_intervals)) {}
 
 void SeqGaps::add(int64_t lo, int64_t hi) {
   if (lo > hi) return;
@@ -21,7 +18,6 @@ void SeqGaps::add(int64_t lo, int64_t hi) {
   }
   first = intervals_.erase(first, last);
   intervals_.insert(first, Interval{lo, hi});
-  fit();
 }
 
 void SeqGaps::remove(int64_t value) {
@@ -38,41 +34,78 @@ void SeqGaps::remove(int64_t value) {
     const Interval upper{value + 1, it->hi};
     it->hi = value - 1;
     intervals_.insert(it + 1, upper);
-    fit();
   }
 }
 
-void SeqGaps::replace_up_to(int64_t upto, const std::vector<Interval>& kept) {
-  std::vector<Interval> above;
-  for (const Interval& i : intervals_) {
-    if (i.hi > upto) above.push_back({std::max(i.lo, upto + 1), i.hi});
-  }
-  intervals_.clear();
-  for (const Interval& i : kept) add(i.lo, std::min(i.hi, upto));
-  for (const Interval& i : above) add(i.lo, i.hi);
+bool SeqGaps::contains(int64_t value) const {
+  auto it = std::lower_bound(intervals_.begin(), intervals_.end(), value,
+                             [](const Interval& i, int64_t v) { return i.hi < v; });
+  return it != intervals_.end() && it->lo <= value;
 }
 
-int64_t SeqGaps::width() const {
-  int64_t sum = 0;
-  for (const Interval& i : intervals_) sum += i.hi - i.lo + 1;
-  return sum;
+// The intersection, at or below upto, of the gaps with `kept` (two sorted lists walked
+// together); what lies above upto stays.
+void SeqGaps::keep_up_to(int64_t upto, const std::vector<Interval>& kept) {
+  std::vector<Interval> out;
+  auto push = [&out](int64_t lo, int64_t hi) {
+    if (!out.empty() && out.back().hi + 1 >= lo) {
+      out.back().hi = std::max(out.back().hi, hi);
+    } else {
+      out.push_back({lo, hi});
+    }
+  };
+  std::size_t k = 0;
+  for (const Interval& gap : intervals_) {
+    const int64_t below = std::min(gap.hi, upto);
+    while (k < kept.size() && kept[k].hi < gap.lo) ++k;
+    for (std::size_t j = k; j < kept.size() && kept[j].lo <= below; ++j) {
+      const int64_t lo = std::max(gap.lo, kept[j].lo);
+      const int64_t hi = std::min(below, kept[j].hi);
+      if (lo <= hi) push(lo, hi);
+    }
+    if (gap.hi > upto) push(std::max(gap.lo, upto + 1), gap.hi);
+  }
+  intervals_ = std::move(out);
 }
 
 // Merges the two intervals with the smallest distance between them until few enough remain.
-void SeqGaps::fit() {
-  while (intervals_.size() > max_intervals_) {
-    std::size_t best = 0;
-    int64_t best_gap = std::numeric_limits<int64_t>::max();
-    for (std::size_t k = 0; k + 1 < intervals_.size(); ++k) {
-      const int64_t gap = intervals_[k + 1].lo - intervals_[k].hi;
-      if (gap < best_gap) {
-        best_gap = gap;
-        best = k;
-      }
+std::vector<SeqGaps::Interval> SeqGaps::cover(std::size_t max_intervals) const {
+  std::vector<Interval> out = intervals_;
+  max_intervals = std::max<std::size_t>(1, max_intervals);
+  if (out.size() <= max_intervals) return out;
+  // The distances between neighbours; merging everything closer than the threshold that
+  // leaves at most max_intervals intervals (one pass, not one merge at a time).
+  std::vector<int64_t> distances;
+  distances.reserve(out.size() - 1);
+  for (std::size_t k = 0; k + 1 < out.size(); ++k) distances.push_back(out[k + 1].lo - out[k].hi);
+  const std::size_t merges = out.size() - max_intervals;
+  std::vector<int64_t> sorted = distances;
+  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(merges - 1),
+                   sorted.end());
+  const int64_t threshold = sorted[merges - 1];
+  // Distances below the threshold all merge; of those equal to it, only as many as needed.
+  std::size_t below = 0;
+  for (int64_t d : distances) below += d < threshold ? 1 : 0;
+  std::size_t equal_left = merges - below;
+  std::vector<Interval> merged;
+  merged.push_back(out[0]);
+  for (std::size_t k = 1; k < out.size(); ++k) {
+    const int64_t d = distances[k - 1];
+    const bool merge = d < threshold || (d == threshold && equal_left > 0);
+    if (d == threshold && merge) --equal_left;
+    if (merge) {
+      merged.back().hi = out[k].hi;
+    } else {
+      merged.push_back(out[k]);
     }
-    intervals_[best].hi = intervals_[best + 1].hi;
-    intervals_.erase(intervals_.begin() + static_cast<std::ptrdiff_t>(best) + 1);
   }
+  return merged;
+}
+
+int64_t SeqGaps::width(const std::vector<Interval>& intervals) {
+  int64_t sum = 0;
+  for (const Interval& i : intervals) sum += i.hi - i.lo + 1;
+  return sum;
 }
 
 }  // namespace outbox

@@ -21,8 +21,9 @@
 namespace outbox::pg::relay {
 namespace {
 
-// The committed, unpublished events of the owned shards in the intervals [$1[i], $2[i]], at
-// most $3 per interval, that are not in $4 (taken by this transaction already), by seq.
+// The committed, unpublished events of the owned shards in the gaps ($5, $6: exact; read
+// over their cover [$1[i], $2[i]], as LowWater::probe_gaps() does), at most $3 per cover
+// interval, that are not in $4 (taken by this transaction already), by seq.
 constexpr const char* kLateKeysSql =
     "SELECT e.seq, e.aggregatetype::text, e.aggregateid::text, g.i "
     "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) WITH ORDINALITY "
@@ -30,32 +31,39 @@ constexpr const char* kLateKeysSql =
     "  CROSS JOIN LATERAL ( "
     "    SELECT seq, aggregatetype, aggregateid FROM outbox.events "
     "     WHERE seq >= g.lo AND seq <= g.hi AND published_at IS NULL AND dead_at IS NULL "
-    "       AND next_attempt_at IS NULL AND seq <> ALL ($4) %s"
+    "       AND next_attempt_at IS NULL AND seq <> ALL ($4) " OUTBOX_SEQ_IN_GAPS("$5", "$6") " %s"
     "     ORDER BY seq LIMIT $3) e "
     " ORDER BY e.seq";
-constexpr Oid kLateKeysTypes[4] = {INT8ARRAYOID, INT8ARRAYOID, INT8OID, INT8ARRAYOID};
+constexpr Oid kLateKeysTypes[6] = {INT8ARRAYOID, INT8ARRAYOID, INT8OID,
+                                   INT8ARRAYOID, INT8ARRAYOID, INT8ARRAYOID};
+// A cover of at most this many intervals (LowWater::probe_gaps() says why).
+constexpr std::size_t kMaxLateIntervals = 64;
 
 }  // namespace
 
 LowWater::Late LowWater::find_late() {
   Late late{nullptr, nullptr, nullptr, 0, true};
-  std::vector<SeqGaps::Interval> where(gaps_.intervals().begin(), gaps_.intervals().end());
-  where.insert(where.end(), passed_over_.begin(), passed_over_.end());
+  // The gaps, and what this transaction's fetches passed over.
+  SeqGaps where = gaps_;
+  for (const SeqGaps::Interval& gap : passed_over_) where.add(gap.lo, gap.hi);
   if (where.empty()) return late;
-  const int n = static_cast<int>(where.size());
+  const std::vector<SeqGaps::Interval> cover = where.cover(kMaxLateIntervals);
+  const auto& exact = where.intervals();
+  const int n = static_cast<int>(cover.size());
   const int n_taken = static_cast<int>(late_fetched_.size());
-  const SeqGaps::Interval* intervals = where.data();
   const int64* taken = late_fetched_.data();
   const int64 per_interval = settings.batch_size;
   guard([&] {
     if (late_keys_plan_ == nullptr) {
-      late_keys_plan_ = prepare_kept(psprintf(kLateKeysSql, scope_.c_str()), 4, kLateKeysTypes);
+      late_keys_plan_ = prepare_kept(psprintf(kLateKeysSql, scope_.c_str()), 6, kLateKeysTypes);
     }
-    Datum lo, hi;
-    int8_bounds(intervals, n, lo, hi);
     Datum* excluded = static_cast<Datum*>(palloc(sizeof(Datum) * (n_taken + 1)));
     for (int k = 0; k < n_taken; ++k) excluded[k] = Int64GetDatum(taken[k]);
-    Datum params[4] = {lo, hi, Int64GetDatum(per_interval), int8_array(excluded, n_taken)};
+    Datum params[6];
+    int8_bounds(cover.data(), n, params[0], params[1]);
+    params[2] = Int64GetDatum(per_interval);
+    params[3] = int8_array(excluded, n_taken);
+    int8_bounds(exact.data(), static_cast<int>(exact.size()), params[4], params[5]);
     if (SPI_execute_plan(late_keys_plan_, params, nullptr, false, 0) != SPI_OK_SELECT) {
       elog(ERROR, "outbox relay: looking for late events failed");
     }

@@ -11,8 +11,8 @@
 //     unpublished one of them (or C + 1).
 // The gaps. Each fetch continues after the last event it returned (the resume point), and
 // the values it passed over are this relay's gaps (core/seq_gaps.hpp): an event that had
-// not committed yet, one that never will (its transaction aborted), or one that another
-// worker held. Everything else below the resume point this relay has resolved itself. So a
+// not committed yet, or one that never will (its transaction aborted). Everything else below
+// the resume point this relay has resolved itself. So a
 // late commit is found by probing the gaps, at each move of the mark (which also drops the
 // gaps up to C that hold nothing), and never by walking again over what was just published
 // (under a stream of concurrent commits, that walk was most of a batch's cost).
@@ -40,11 +40,14 @@ extern "C" {
 namespace outbox::pg::relay {
 namespace {
 
-// The events waiting in the gaps [$1[i], $2[i]], at most $3 per gap, with the gap's number;
-// by gap, and by seq within each (the gaps are sorted and disjoint, so by seq overall).
-// Every partition but the sealed ones is read (no part_at bound of its own): what this finds
-// decides how far the mark moves. The %s of this and kLowWaterSql is the sealed
-// partitions' predicate (seal.cpp): every event in those is published or dead-lettered.
+// The events waiting in the gaps, read over a cover of them ([$1[i], $2[i]]: a gap, or
+// several merged with the resolved values between them), at most $3 per cover interval,
+// with its number; by interval, and by seq within each (the intervals are sorted and
+// disjoint, so by seq overall). Only what lies in a gap ($4, $5: the exact gaps) counts: a
+// resolved value may hold an event this relay sent, which no row says. Every partition but
+// the sealed ones is read (no part_at bound of its own): what this finds decides how far
+// the mark moves. The %s of this and kLowWaterSql is the sealed partitions' predicate
+// (seal.cpp): every event in those is published or dead-lettered.
 constexpr const char* kProbeGapsSql =
     "SELECT g.i, e.seq "
     "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) WITH ORDINALITY "
@@ -52,12 +55,13 @@ constexpr const char* kProbeGapsSql =
     "  CROSS JOIN LATERAL ( "
     "    SELECT seq FROM outbox.events "
     "     WHERE seq >= g.lo AND seq <= g.hi AND published_at IS NULL AND dead_at IS NULL "
-    "       AND next_attempt_at IS NULL %s"
+    "       AND next_attempt_at IS NULL " OUTBOX_SEQ_IN_GAPS("$4", "$5") " %s"
     "     ORDER BY seq LIMIT $3) e "
     " ORDER BY g.i, e.seq";
-constexpr Oid kProbeGapsTypes[3] = {INT8ARRAYOID, INT8ARRAYOID, INT8OID};
-// More gaps than this merge (a wider gap costs a wider probe): a probe reads every
-// partition's index once per gap.
+constexpr Oid kProbeGapsTypes[5] = {INT8ARRAYOID, INT8ARRAYOID, INT8OID, INT8ARRAYOID,
+                                    INT8ARRAYOID};
+// A probe reads every partition's index once per interval of its cover: more gaps than this
+// are read over merged intervals (a wider read).
 constexpr std::size_t kMaxGapIntervals = 64;
 // While the mark is held, gaps of at most this many values in all are probed at every
 // check, wider ones every poll_interval (a probe reads every row its gaps cover).
@@ -83,7 +87,7 @@ constexpr int64 kLowWaterSaveUs = 1000 * 1000;
 
 }  // namespace
 
-LowWater::LowWater(const Ownership& ownership) : ownership_(ownership), gaps_(kMaxGapIntervals) {}
+LowWater::LowWater(const Ownership& ownership) : ownership_(ownership) {}
 
 void LowWater::advance(TimestampTz now) {
   move(now);
@@ -113,7 +117,10 @@ void LowWater::move(TimestampTz now) {
       // (the usual case: a few commits in flight, the long transaction's own events) are
       // probed at every check; wide ones, which may cover many published rows, every
       // poll_interval.
-      if (now >= gap_probe_at_ || gaps_.width() <= kEagerProbeMaxWidth) probe_gaps(now, -1);
+      if (now >= gap_probe_at_ ||
+          SeqGaps::width(gaps_.cover(kMaxGapIntervals)) <= kEagerProbeMaxWidth) {
+        probe_gaps(now, -1);
+      }
       return;
     }
     // Everything up to C is now visible: a gap up to C holds an event now or never.
@@ -228,10 +235,11 @@ void LowWater::probe_gaps(TimestampTz now, int64 upto) {
   gap_probe_at_ = now + static_cast<int64>(settings.poll_interval_ms) * 1000;
   late_.clear();
   if (gaps_.empty()) return;
-  const auto& gaps = gaps_.intervals();
-  const int n = static_cast<int>(gaps.size());
+  const std::vector<SeqGaps::Interval> cover = gaps_.cover(kMaxGapIntervals);
+  const auto& exact = gaps_.intervals();
+  const int n = static_cast<int>(cover.size());
   const int64 limit = settings.batch_size;
-  // The query under guard(), its rows copied into palloc'd arrays (gap number, seq).
+  // The query under guard(), its rows copied into palloc'd arrays (interval number, seq).
   struct Found {
     int64* index;
     int64* seq;
@@ -239,11 +247,12 @@ void LowWater::probe_gaps(TimestampTz now, int64 upto) {
   };
   const Found rows = guard([&] {
     if (probe_plan_ == nullptr) {
-      probe_plan_ = prepare_kept(psprintf(kProbeGapsSql, scope_.c_str()), 3, kProbeGapsTypes);
+      probe_plan_ = prepare_kept(psprintf(kProbeGapsSql, scope_.c_str()), 5, kProbeGapsTypes);
     }
-    Datum lo, hi;
-    int8_bounds(gaps.data(), n, lo, hi);
-    Datum params[3] = {lo, hi, Int64GetDatum(limit)};
+    Datum params[5];
+    int8_bounds(cover.data(), n, params[0], params[1]);
+    params[2] = Int64GetDatum(limit);
+    int8_bounds(exact.data(), static_cast<int>(exact.size()), params[3], params[4]);
     // Not read-only: it needs a snapshot of its own, taken after the horizon passed.
     if (SPI_execute_plan(probe_plan_, params, nullptr, false, 0) != SPI_OK_SELECT) {
       elog(ERROR, "outbox relay: probing the gaps failed");
@@ -268,19 +277,19 @@ void LowWater::probe_gaps(TimestampTz now, int64 upto) {
     if (!delivered_.contains(rows.seq[r])) late_.push_back(rows.seq[r]);
   }
   if (upto < 0) return;
-  // Gap k's finds are the run of rows numbered k + 1.
+  // Interval k's finds are the run of rows numbered k + 1. What may still hold an event: the
+  // finds, and past the last find of an interval that gave its limit, the rest of it.
   std::vector<SeqGaps::Interval> kept;
   uint64 r = 0;
-  for (int k = 0; k < n && gaps[k].lo <= upto; ++k) {
+  for (int k = 0; k < n && cover[k].lo <= upto; ++k) {
     while (r < rows.count && rows.index[r] < k + 1) ++r;
     int64 found = 0;
     for (; r < rows.count && rows.index[r] == k + 1; ++r, ++found) {
       if (!delivered_.contains(rows.seq[r])) kept.push_back({rows.seq[r], rows.seq[r]});
     }
-    // The probe stopped at its limit: past its last find, this gap is still unknown.
-    if (found >= limit) kept.push_back({rows.seq[r - 1] + 1, gaps[k].hi});
+    if (found >= limit) kept.push_back({rows.seq[r - 1] + 1, cover[k].hi});
   }
-  gaps_.replace_up_to(upto, kept);
+  gaps_.keep_up_to(upto, kept);
 }
 
 // Once a second: the mark of each owned shard, if it moved, and the least mark of all shards

@@ -16,6 +16,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(usleep);
 
 use FindBin;
 use lib $FindBin::Bin;
@@ -152,6 +153,31 @@ ok($node->poll_query_until('postgres', q{
 	'committed: and its mark passes the batch');
 $rec = recorded();
 is_deeply([ map { $rec->{$_} } @committed ], [ (1) x 5 ], 'committed: not sent again');
+
+# 6. No crash, many gaps: while an old transaction holds xmin (the mark cannot move), 100
+# enqueues that roll back alternate with 100 that commit, each seen by its own scan. Each
+# rolled-back value is a gap, more than a probe reads one by one (64); the probe reads
+# merged intervals, which also span the events just sent, and must not send those again.
+my $holder = $node->background_psql('postgres');
+$holder->query_safe(q{BEGIN; SELECT pg_current_xact_id()});
+my $writer = $node->background_psql('postgres');
+my @gapped;
+for my $k (1 .. 100) {
+	$writer->query_safe(q{BEGIN; SELECT outbox.enqueue('log', 'gap', 'aborted', '{}'); ROLLBACK});
+	my $id = $writer->query_safe(qq{SELECT outbox.enqueue('log', 'gap$k', 'gapped', '{}')});
+	chomp $id;
+	push @gapped, $id;
+	$enqueued{$id} = 'gapped';
+	wait_published($node, qq{id = '$id'}, "gapped $k: delivered") if $k % 25 == 0;
+	usleep(20_000);
+}
+wait_published($node, q{type = 'gapped'}, 'many gaps: delivered while xmin is held');
+sleep 1;    # five poll intervals: the wide probes run again
+$rec = recorded();
+is_deeply([ map { $rec->{$_} } @gapped ], [ (1) x 100 ], 'many gaps: each event sent once');
+$holder->query_safe('COMMIT');
+$holder->quit;
+$writer->quit;
 
 # Every committed event reached the consumer, and event_status agrees with it, as sets.
 is_deeply([ sort grep { $rec->{$_} } keys %enqueued ], [ sort keys %enqueued ], 'every committed event was recorded');

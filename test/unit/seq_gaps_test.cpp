@@ -17,7 +17,7 @@ std::string show(const outbox::SeqGaps& gaps) {
 }
 
 TEST(SeqGaps, AddJoinsTouchingAndOverlappingIntervals) {
-  outbox::SeqGaps gaps(16);
+  outbox::SeqGaps gaps;
   gaps.add(10, 12);
   gaps.add(20, 20);
   gaps.add(5, 3);  // empty
@@ -30,11 +30,11 @@ TEST(SeqGaps, AddJoinsTouchingAndOverlappingIntervals) {
   gaps.add(0, 30);
   EXPECT_EQ(show(gaps), "0-30");
   EXPECT_EQ(gaps.first(), 0);
-  EXPECT_EQ(gaps.width(), 31);
+  EXPECT_EQ(outbox::SeqGaps::width(gaps.intervals()), 31);
 }
 
 TEST(SeqGaps, RemoveSplits) {
-  outbox::SeqGaps gaps(16);
+  outbox::SeqGaps gaps;
   gaps.add(10, 14);
   gaps.add(20, 20);
   gaps.remove(12);
@@ -49,28 +49,55 @@ TEST(SeqGaps, RemoveSplits) {
   EXPECT_TRUE(gaps.empty());
 }
 
-TEST(SeqGaps, ReplaceUpToKeepsWhatLiesAbove) {
-  outbox::SeqGaps gaps(16);
+TEST(SeqGaps, KeepUpToIntersectsAndKeepsWhatLiesAbove) {
+  outbox::SeqGaps gaps;
   gaps.add(1, 5);
   gaps.add(8, 8);
   gaps.add(10, 20);
   gaps.add(30, 31);
-  // A probe up to 15 found events at 3 and 12 only: the rest up to 15 holds nothing.
-  gaps.replace_up_to(15, {{3, 3}, {12, 12}});
-  EXPECT_EQ(show(gaps), "3 12 16-20 30-31");
-  gaps.replace_up_to(40, {});
+  // A probe up to 15 found events at 3 and 12, and 7 (no gap: resolved); past 13 it does
+  // not know (its limit): only what lies in a gap stays.
+  gaps.keep_up_to(15, {{3, 3}, {7, 7}, {12, 12}, {13, 40}});
+  EXPECT_EQ(show(gaps), "3 12-20 30-31");
+  EXPECT_TRUE(gaps.contains(14));
+  EXPECT_FALSE(gaps.contains(7));
+  gaps.keep_up_to(40, {});
   EXPECT_TRUE(gaps.empty());
 }
 
-TEST(SeqGaps, TooManyIntervalsMergeTheClosestPair) {
-  outbox::SeqGaps gaps(3);
+TEST(SeqGaps, KeepUpToJoinsAdjacentPieces) {
+  outbox::SeqGaps gaps;
+  gaps.add(1, 10);
+  gaps.keep_up_to(10, {{3, 3}, {4, 4}, {6, 6}});
+  EXPECT_EQ(show(gaps), "3-4 6");
+}
+
+TEST(SeqGaps, CoverMergesTheClosestButTheGapsStayExact) {
+  outbox::SeqGaps gaps;
   gaps.add(1, 1);
   gaps.add(10, 10);
   gaps.add(12, 12);
   gaps.add(30, 30);  // four intervals: 10 and 12 are the closest
-  EXPECT_EQ(show(gaps), "1 10-12 30");
-  gaps.remove(11);  // the split would make four again: it merges back (a wider gap is safe)
-  EXPECT_EQ(show(gaps), "1 10-12 30");
+  const auto cover = gaps.cover(3);
+  ASSERT_EQ(cover.size(), 3u);
+  EXPECT_EQ(cover[1].lo, 10);
+  EXPECT_EQ(cover[1].hi, 12);
+  EXPECT_EQ(outbox::SeqGaps::width(cover), 5);
+  EXPECT_EQ(show(gaps), "1 10 12 30");  // 11 was resolved: it never counts as a gap
+  EXPECT_FALSE(gaps.contains(11));
+  EXPECT_EQ(gaps.cover(1).size(), 1u);
+  EXPECT_EQ(gaps.cover(1)[0].hi, 30);
+  EXPECT_EQ(gaps.cover(8).size(), 4u);
+}
+
+TEST(SeqGaps, CoverWithEqualDistancesMergesOnlyAsManyAsNeeded) {
+  outbox::SeqGaps gaps;
+  for (int64_t v = 0; v < 100; v += 2) gaps.add(v, v);  // 50 intervals, all 2 apart
+  const auto cover = gaps.cover(7);
+  ASSERT_EQ(cover.size(), 7u);
+  EXPECT_EQ(cover.front().lo, 0);
+  EXPECT_EQ(cover.back().hi, 98);
+  for (std::size_t k = 0; k + 1 < cover.size(); ++k) EXPECT_LT(cover[k].hi, cover[k + 1].lo);
 }
 
 }  // namespace
