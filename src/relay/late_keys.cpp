@@ -21,7 +21,7 @@
 namespace outbox::pg::relay {
 namespace {
 
-// The committed, unpublished events of the owned shards in the gaps ($5, $6: exact; read
+// The committed, unpublished events of the owned shards in the gaps ($5: exact; read
 // over their cover [$1[i], $2[i]], as LowWater::probe_gaps() does), at most $3 per cover
 // interval, that are not in $4 (taken by this transaction already), by seq.
 constexpr const char* kLateKeysSql =
@@ -31,11 +31,12 @@ constexpr const char* kLateKeysSql =
     "  CROSS JOIN LATERAL ( "
     "    SELECT seq, aggregatetype, aggregateid FROM outbox.events "
     "     WHERE seq >= g.lo AND seq <= g.hi AND published_at IS NULL AND dead_at IS NULL "
-    "       AND next_attempt_at IS NULL AND seq <> ALL ($4) " OUTBOX_SEQ_IN_GAPS("$5", "$6") " %s"
+    "       AND next_attempt_at IS NULL AND seq <> ALL ($4) "
+    "       AND seq OPERATOR(pg_catalog.<@) $5 %s"
     "     ORDER BY seq LIMIT $3) e "
     " ORDER BY e.seq";
-constexpr Oid kLateKeysTypes[6] = {INT8ARRAYOID, INT8ARRAYOID, INT8OID,
-                                   INT8ARRAYOID, INT8ARRAYOID, INT8ARRAYOID};
+constexpr Oid kLateKeysTypes[5] = {INT8ARRAYOID, INT8ARRAYOID, INT8OID, INT8ARRAYOID,
+                                   INT8MULTIRANGEOID};
 // A cover of at most this many intervals (LowWater::probe_gaps() says why).
 constexpr std::size_t kMaxLateIntervals = 64;
 
@@ -55,15 +56,15 @@ LowWater::Late LowWater::find_late() {
   const int64 per_interval = settings.batch_size;
   guard([&] {
     if (late_keys_plan_ == nullptr) {
-      late_keys_plan_ = prepare_kept(psprintf(kLateKeysSql, scope_.c_str()), 6, kLateKeysTypes);
+      late_keys_plan_ = prepare_kept(psprintf(kLateKeysSql, scope_.c_str()), 5, kLateKeysTypes);
     }
     Datum* excluded = static_cast<Datum*>(palloc(sizeof(Datum) * (n_taken + 1)));
     for (int k = 0; k < n_taken; ++k) excluded[k] = Int64GetDatum(taken[k]);
-    Datum params[6];
+    Datum params[5];
     int8_bounds(cover.data(), n, params[0], params[1]);
     params[2] = Int64GetDatum(per_interval);
     params[3] = int8_array(excluded, n_taken);
-    int8_bounds(exact.data(), static_cast<int>(exact.size()), params[4], params[5]);
+    params[4] = int8_multirange(exact.data(), static_cast<int>(exact.size()));
     if (SPI_execute_plan(late_keys_plan_, params, nullptr, false, 0) != SPI_OK_SELECT) {
       elog(ERROR, "outbox relay: looking for late events failed");
     }

@@ -43,7 +43,7 @@ namespace {
 // The events waiting in the gaps, read over a cover of them ([$1[i], $2[i]]: a gap, or
 // several merged with the resolved values between them), at most $3 per cover interval,
 // with its number; by interval, and by seq within each (the intervals are sorted and
-// disjoint, so by seq overall). Only what lies in a gap ($4, $5: the exact gaps) counts: a
+// disjoint, so by seq overall). Only what lies in a gap ($4: the exact gaps) counts: a
 // resolved value may hold an event this relay sent, which no row says. Every partition but
 // the sealed ones is read (no part_at bound of its own): what this finds decides how far
 // the mark moves. The %s of this and kLowWaterSql is the sealed partitions' predicate
@@ -55,11 +55,10 @@ constexpr const char* kProbeGapsSql =
     "  CROSS JOIN LATERAL ( "
     "    SELECT seq FROM outbox.events "
     "     WHERE seq >= g.lo AND seq <= g.hi AND published_at IS NULL AND dead_at IS NULL "
-    "       AND next_attempt_at IS NULL " OUTBOX_SEQ_IN_GAPS("$4", "$5") " %s"
+    "       AND next_attempt_at IS NULL AND seq OPERATOR(pg_catalog.<@) $4 %s"
     "     ORDER BY seq LIMIT $3) e "
     " ORDER BY g.i, e.seq";
-constexpr Oid kProbeGapsTypes[5] = {INT8ARRAYOID, INT8ARRAYOID, INT8OID, INT8ARRAYOID,
-                                    INT8ARRAYOID};
+constexpr Oid kProbeGapsTypes[4] = {INT8ARRAYOID, INT8ARRAYOID, INT8OID, INT8MULTIRANGEOID};
 // A probe reads every partition's index once per interval of its cover: more gaps than this
 // are read over merged intervals (a wider read).
 constexpr std::size_t kMaxGapIntervals = 64;
@@ -247,12 +246,12 @@ void LowWater::probe_gaps(TimestampTz now, int64 upto) {
   };
   const Found rows = guard([&] {
     if (probe_plan_ == nullptr) {
-      probe_plan_ = prepare_kept(psprintf(kProbeGapsSql, scope_.c_str()), 5, kProbeGapsTypes);
+      probe_plan_ = prepare_kept(psprintf(kProbeGapsSql, scope_.c_str()), 4, kProbeGapsTypes);
     }
-    Datum params[5];
+    Datum params[4];
     int8_bounds(cover.data(), n, params[0], params[1]);
     params[2] = Int64GetDatum(limit);
-    int8_bounds(exact.data(), static_cast<int>(exact.size()), params[3], params[4]);
+    params[3] = int8_multirange(exact.data(), static_cast<int>(exact.size()));
     // Not read-only: it needs a snapshot of its own, taken after the horizon passed.
     if (SPI_execute_plan(probe_plan_, params, nullptr, false, 0) != SPI_OK_SELECT) {
       elog(ERROR, "outbox relay: probing the gaps failed");

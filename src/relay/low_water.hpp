@@ -17,15 +17,6 @@ extern "C" {
 #include "access/transam.h"
 }
 
-// A statement's filter that keeps only the seqs in the exact gaps, given as the parameters
-// LO and HI (int8[]: the bounds of each interval, inclusive). An uncorrelated subquery: the
-// multirange is built once per statement.
-#define OUTBOX_SEQ_IN_GAPS(LO, HI)                                                \
-  " AND seq OPERATOR(pg_catalog.<@) (SELECT pg_catalog.range_agg("                \
-  "pg_catalog.int8range(x.lo, x.hi, '[]')) FROM ROWS FROM (pg_catalog.unnest(" LO \
-  "), "                                                                           \
-  "pg_catalog.unnest(" HI ")) AS x(lo, hi)) "
-
 namespace outbox::pg::relay {
 
 // low_water.cpp: where the scan for new events starts (docs/design.md, "The low-water

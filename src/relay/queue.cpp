@@ -66,13 +66,11 @@ constexpr const char* kScanNewSql = OUTBOX_FETCH_COLUMNS
     " WHERE seq >= $2 AND part_at < $3 %s"
     " ORDER BY seq LIMIT $1";
 constexpr Oid kScanNewTypes[3] = {INT8OID, INT8OID, TIMESTAMPTZOID};
-// The delivery log's row for one batch: its acknowledged events that were not retries
-// (those are marked on their rows), as the runs of consecutive seqs [$2[i], $3[i]].
+// The delivery log's row for one batch: its acknowledged events that were not retries (those
+// are marked on their rows), one range per run of consecutive seqs (int8_multirange()).
 constexpr const char* kLogSql =
-    "INSERT INTO outbox.deliveries (delivered_at, seqs) "
-    "SELECT $1, pg_catalog.range_agg(pg_catalog.int8range(u.lo, u.hi, '[]')) "
-    "  FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)) AS u(lo, hi)";
-constexpr Oid kLogTypes[3] = {TIMESTAMPTZOID, INT8ARRAYOID, INT8ARRAYOID};
+    "INSERT INTO outbox.deliveries (delivered_at, seqs) VALUES ($1, $2)";
+constexpr Oid kLogTypes[2] = {TIMESTAMPTZOID, INT8MULTIRANGEOID};
 // No statement locks rows: a shard's events are this relay's alone (ownership.cpp), and its
 // own transactions never overlap. That saves a lock, and its WAL record, per event.
 // Marking plans kept per partition, at most.
@@ -294,10 +292,8 @@ void Queue::mark_acked(const Fetched& batch, const std::vector<sinks::Outcome>& 
     const int n = static_cast<int>(runs.size());
     const SeqSet::Interval* data = runs.data();
     guard([&] {
-      if (log_plan_ == nullptr) log_plan_ = prepare_kept(kLogSql, 3, kLogTypes);
-      Datum lo, hi;
-      int8_bounds(data, n, lo, hi);
-      Datum params[3] = {TimestampTzGetDatum(now), lo, hi};
+      if (log_plan_ == nullptr) log_plan_ = prepare_kept(kLogSql, 2, kLogTypes);
+      Datum params[2] = {TimestampTzGetDatum(now), int8_multirange(data, n)};
       if (SPI_execute_plan(log_plan_, params, nullptr, false, 0) != SPI_OK_INSERT) {
         elog(ERROR, "outbox relay: writing the delivery log failed");
       }

@@ -8,7 +8,9 @@ extern "C" {
 #include "utils/array.h"
 #include "storage/lmgr.h"
 #include "utils/lsyscache.h"
+#include "utils/multirangetypes.h"
 #include "utils/snapmgr.h"
+#include "utils/typcache.h"
 }
 
 namespace outbox::pg::relay {
@@ -24,6 +26,19 @@ SPIPlanPtr prepare_kept(const char* sql, int nargs, const Oid* types) {
 
 Datum int8_array(Datum* values, int n) {
   return PointerGetDatum(construct_array(values, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
+}
+
+// Each range serialized as [lo, hi + 1), int8range's canonical form, so no canonical
+// function call; make_multirange() then checks the order and joins nothing.
+Datum int8_multirange(const int64* los, const int64* his, int n) {
+  TypeCacheEntry* typcache = lookup_type_cache(INT8RANGEOID, TYPECACHE_RANGE_INFO);
+  RangeType** ranges = static_cast<RangeType**>(palloc(sizeof(RangeType*) * (n + 1)));
+  for (int k = 0; k < n; ++k) {
+    RangeBound lower{Int64GetDatum(los[k]), false, true, true};
+    RangeBound upper{Int64GetDatum(his[k] + 1), false, false, false};
+    ranges[k] = serialize_range(typcache, &lower, &upper);
+  }
+  return MultirangeTypePGetDatum(make_multirange(INT8MULTIRANGEOID, typcache, n, ranges));
 }
 
 void start_iteration(MemoryContext iteration) {

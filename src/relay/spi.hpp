@@ -27,6 +27,22 @@ void int8_bounds(const Interval* intervals, int n, Datum& lo, Datum& hi) {
   hi = int8_array(his, n);
 }
 
+// The int8multirange of n sorted, disjoint, non-adjacent intervals [lo, hi] (anything with
+// int64 lo and hi), built here rather than by range_agg() over unnested bounds: the delivery
+// log's row for a batch, hundreds of ranges when several workers' seqs interleave. Runs
+// inside guard().
+Datum int8_multirange(const int64* los, const int64* his, int n);
+template <typename Interval>
+Datum int8_multirange(const Interval* intervals, int n) {
+  int64* los = static_cast<int64*>(palloc(sizeof(int64) * (n + 1)));
+  int64* his = static_cast<int64*>(palloc(sizeof(int64) * (n + 1)));
+  for (int k = 0; k < n; ++k) {
+    los[k] = intervals[k].lo;
+    his[k] = intervals[k].hi;
+  }
+  return int8_multirange(los, his, n);
+}
+
 // The top of a worker's loop: `iteration` emptied and made current, a reload applied.
 void start_iteration(MemoryContext iteration);
 // Starts a transaction with SPI connected and a snapshot pushed; `activity` shows in
