@@ -37,12 +37,6 @@ void SeqGaps::remove(int64_t value) {
   }
 }
 
-bool SeqGaps::contains(int64_t value) const {
-  auto it = std::lower_bound(intervals_.begin(), intervals_.end(), value,
-                             [](const Interval& i, int64_t v) { return i.hi < v; });
-  return it != intervals_.end() && it->lo <= value;
-}
-
 // The intersection, at or below upto, of the gaps with `kept` (two sorted lists walked
 // together); what lies above upto stays.
 void SeqGaps::keep_up_to(int64_t upto, const std::vector<Interval>& kept) {
@@ -68,7 +62,7 @@ void SeqGaps::keep_up_to(int64_t upto, const std::vector<Interval>& kept) {
   intervals_ = std::move(out);
 }
 
-// Merges the two intervals with the smallest distance between them until few enough remain.
+// The closest neighbours merge until at most max_intervals remain.
 std::vector<SeqGaps::Interval> SeqGaps::cover(std::size_t max_intervals) const {
   std::vector<Interval> out = intervals_;
   max_intervals = std::max<std::size_t>(1, max_intervals);

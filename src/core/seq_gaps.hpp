@@ -34,8 +34,6 @@ class SeqGaps {
   void clear() { intervals_.clear(); }
 
   bool empty() const { return intervals_.empty(); }
-  bool contains(int64_t value) const;
-  std::size_t size() const { return intervals_.size(); }
   int64_t first() const { return intervals_.front().lo; }
   const std::vector<Interval>& intervals() const { return intervals_; }
 

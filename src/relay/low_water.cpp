@@ -12,10 +12,10 @@
 // The gaps. Each fetch continues after the last event it returned (the resume point), and
 // the values it passed over are this relay's gaps (core/seq_gaps.hpp): an event that had
 // not committed yet, or one that never will (its transaction aborted). Everything else below
-// the resume point this relay has resolved itself. So a
-// late commit is found by probing the gaps, at each move of the mark (which also drops the
-// gaps up to C that hold nothing), and never by walking again over what was just published
-// (under a stream of concurrent commits, that walk was most of a batch's cost).
+// the resume point this relay has resolved itself. So a late commit is found by probing the
+// gaps, at each move of the mark (which also drops the gaps up to C that hold nothing), and
+// never by walking again over what was just published (under a stream of concurrent
+// commits, that walk was most of a batch's cost).
 // The delivery log. An acknowledged event is not written: its seq goes into one row of
 // outbox.deliveries per batch. So a scan that starts again from the mark (a start, a gained
 // shard, a failed batch) passes over the events the log holds from the mark up, read once
