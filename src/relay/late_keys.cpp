@@ -44,9 +44,13 @@ constexpr std::size_t kMaxLateIntervals = 64;
 
 LowWater::Late LowWater::find_late() {
   Late late{nullptr, nullptr, nullptr, 0, true};
-  // The gaps, and what this transaction's fetches passed over.
-  SeqGaps where = gaps_;
-  for (const SeqGaps::Interval& gap : passed_over_) where.add(gap.lo, gap.hi);
+  // The gaps, and what this transaction's fetches passed over (a copy only when it did).
+  SeqGaps with_passed;
+  if (!passed_over_.empty()) {
+    with_passed = gaps_;
+    for (const SeqGaps::Interval& gap : passed_over_) with_passed.add(gap.lo, gap.hi);
+  }
+  const SeqGaps& where = passed_over_.empty() ? gaps_ : with_passed;
   if (where.empty()) return late;
   const std::vector<SeqGaps::Interval> cover = where.cover(kMaxLateIntervals);
   const auto& exact = where.intervals();

@@ -116,21 +116,21 @@ void LowWater::move(TimestampTz now) {
       // (the usual case: a few commits in flight, the long transaction's own events) are
       // probed at every check; wide ones, which may cover many published rows, every
       // poll_interval.
-      if (now >= gap_probe_at_ ||
-          SeqGaps::width(gaps_.cover(kMaxGapIntervals)) <= kEagerProbeMaxWidth) {
-        probe_gaps(now, -1);
+      const std::vector<SeqGaps::Interval> cover = gaps_.cover(kMaxGapIntervals);
+      if (now >= gap_probe_at_ || SeqGaps::width(cover) <= kEagerProbeMaxWidth) {
+        probe_gaps(now, -1, cover);
       }
       return;
     }
     // Everything up to C is now visible: a gap up to C holds an event now or never.
-    probe_gaps(now, horizon_seq_);
+    probe_gaps(now, horizon_seq_, gaps_.cover(kMaxGapIntervals));
     int64 mark = tail;
     if (!gaps_.empty()) mark = std::min(mark, gaps_.first());
     low_water_ = std::max(low_water_, mark);
     delivered_.drop_below(low_water_);
     horizon_valid_ = false;
   } else if (now >= gap_probe_at_) {
-    probe_gaps(now, -1);
+    probe_gaps(now, -1, gaps_.cover(kMaxGapIntervals));
   }
   if (guard([&] { return read_horizon(); })) restart_tracking();
 }
@@ -227,14 +227,14 @@ bool LowWater::read_horizon() {
   return reset;
 }
 
-// Finds the events waiting in the gaps (late commits): the next fetch takes them (late_).
-// With upto >= 0 (the horizon passed C = upto), a gap up to C that holds no event now never
-// will, and is dropped.
-void LowWater::probe_gaps(TimestampTz now, int64 upto) {
+// Finds the events waiting in the gaps (late commits), read over `cover` (the gaps'
+// cover(kMaxGapIntervals)): the next fetch takes them (late_). With upto >= 0 (the horizon
+// passed C = upto), a gap up to C that holds no event now never will, and is dropped.
+void LowWater::probe_gaps(TimestampTz now, int64 upto,
+                          const std::vector<SeqGaps::Interval>& cover) {
   gap_probe_at_ = now + static_cast<int64>(settings.poll_interval_ms) * 1000;
   late_.clear();
   if (gaps_.empty()) return;
-  const std::vector<SeqGaps::Interval> cover = gaps_.cover(kMaxGapIntervals);
   const auto& exact = gaps_.intervals();
   const int n = static_cast<int>(cover.size());
   const int64 limit = settings.batch_size;

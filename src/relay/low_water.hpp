@@ -80,7 +80,7 @@ class LowWater {
   void read_delivered();
   int64 first_new_after_resume_point(bool& passed);
   bool read_horizon();
-  void probe_gaps(TimestampTz now, int64 upto);
+  void probe_gaps(TimestampTz now, int64 upto, const std::vector<SeqGaps::Interval>& cover);
   // Drops the plans that read outbox.events when the scope changed.
   void check_plans();
   // Below every shard's mark (the saved ones, and this relay's own for its shards): what

@@ -29,7 +29,7 @@ Datum int8_array(Datum* values, int n) {
 }
 
 // Each range serialized as [lo, hi + 1), int8range's canonical form, so no canonical
-// function call; make_multirange() then checks the order and joins nothing.
+// function call; make_multirange() sorts them again (already in order) and joins nothing.
 Datum int8_multirange(const int64* los, const int64* his, int n) {
   TypeCacheEntry* typcache = lookup_type_cache(INT8RANGEOID, TYPECACHE_RANGE_INFO);
   RangeType** ranges = static_cast<RangeType**>(palloc(sizeof(RangeType*) * (n + 1)));
