@@ -1,6 +1,6 @@
 # outbox: PostgreSQL extension, built with PGXS.
 EXTENSION = outbox
-EXTVERSION = 0.6.0
+EXTVERSION = 0.7.0
 MODULE_big = outbox
 # What of src/sinks is outbox.so's too: the option rules (src/sinks/common/option_rules.cpp
 # and option_files.cpp), which configure_sink applies before a sink sees its options

@@ -1,6 +1,6 @@
 \echo Use "CREATE EXTENSION outbox" to load this file. \quit
 
--- outbox 0.6.0, the whole install in one script. Older installations reach the same state
+-- outbox 0.7.0, the whole install in one script. Older installations reach the same state
 -- through outbox--0.1.0.sql and the update scripts.
 --
 -- Security (see docs/security.md): the script first checks the schema (below); every
