@@ -27,7 +27,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo" || exit 1
 
 usage() {
-  echo "usage: bash test/run-tests.sh [--pg 15|17|18|all] [--cassert]" >&2
+  echo "usage: bash test/run-tests.sh [--pg 15|18|all] [--cassert]" >&2
   exit 2
 }
 major=
@@ -312,6 +312,7 @@ check_server_logs() {
 
 suite "schedule" check_schedule
 suite "script guards" check_script_guards
+suite "versions" bash test/versions.sh
 suite "unit tests" make -s -j"$(nproc)" unit-tests PG_CONFIG="$PG_CONFIG"
 suite "format" make -s format-check
 suite "alert rules" bash test/monitoring.sh
