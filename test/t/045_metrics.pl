@@ -229,7 +229,7 @@ like($text, qr/^outbox_unpublished\{datname="\\\\xff\\\\xfe"\} 0$/m,
 ($out, $err) = ('', '');
 $ok = IPC::Run::run [ 'promtool', 'check', 'metrics' ], '<', \"$text\n", '>', \$out, '2>', \$err;
 ok($ok, 'promtool check metrics accepts it') or diag("$out$err");
-$node->safe_psql('postgres', qq{DROP DATABASE "$odd"});
+$node->safe_psql('ascii', qq{DROP DATABASE "$odd"});
 q1('DROP DATABASE ascii');
 
 $node->stop;
