@@ -71,6 +71,50 @@ $guard$;
 -- status: whether last_error is current
 -- ---------------------------------------------------------------------------------------
 
+-- last_error stays for diagnosis; last_error_current, added at the end of both views, says
+-- whether it still holds: no event was acknowledged since (relay_metrics' test). CREATE OR
+-- REPLACE VIEW keeps their grants and comments.
+CREATE OR REPLACE VIEW outbox.status AS
+SELECT w.worker, w.pid, w.state, w.sink, w.batches, w.events_sent, w.events_failed,
+       w.events_dead, w.last_error, w.last_error_at, w.last_success_at, w.backoff_until,
+       q.unpublished, q.oldest_unpublished_age, d.dead_lettered, w.database, w.detail,
+       w.shards, h.held_keys, o.oldest_held_key, o.oldest_held_error, o.oldest_held_age,
+       (w.last_error_at IS NOT NULL
+        AND (w.last_success_at IS NULL
+             OR w.last_error_at OPERATOR(pg_catalog.>) w.last_success_at)) AS last_error_current
+  FROM (SELECT pg_catalog.count(*) AS unpublished,
+               pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.min(e.created_at)
+                 AS oldest_unpublished_age
+          FROM outbox.events e
+         WHERE (e.seq OPERATOR(pg_catalog.>=)
+                  COALESCE((SELECT r.low_water FROM outbox.relay_state r), 0::pg_catalog.int8)
+                OR e.next_attempt_at IS NOT NULL)
+           AND e.published_at IS NULL AND e.dead_at IS NULL
+           AND outbox._delivered_at(e.seq) IS NULL) q
+ CROSS JOIN (SELECT pg_catalog.count(*) AS dead_lettered FROM outbox.events e
+              WHERE e.dead_at IS NOT NULL AND e.published_at IS NULL AND e.discarded_at IS NULL) d
+ CROSS JOIN (SELECT pg_catalog.count(DISTINCT (e.aggregatetype, e.aggregateid)) AS held_keys
+               FROM outbox.events e
+              WHERE e.next_attempt_at IS NOT NULL AND e.published_at IS NULL
+                AND e.dead_at IS NULL) h
+  LEFT JOIN (SELECT pg_catalog.format('%s/%s', e.aggregatetype, e.aggregateid) AS oldest_held_key,
+                    e.last_error AS oldest_held_error,
+                    pg_catalog.now() OPERATOR(pg_catalog.-) e.created_at AS oldest_held_age
+               FROM outbox.events e
+              WHERE e.next_attempt_at IS NOT NULL AND e.published_at IS NULL
+                AND e.dead_at IS NULL
+              ORDER BY e.seq LIMIT 1) o ON true
+  LEFT JOIN outbox._workers() w ON true;
+
+CREATE OR REPLACE VIEW outbox.cluster_status AS
+SELECT w.database, w.worker, w.pid, w.state, w.sink, w.batches, w.events_sent, w.events_failed,
+       w.events_dead, w.last_error, w.last_error_at, w.last_success_at, w.backoff_until,
+       w.detail, w.shards,
+       (w.last_error_at IS NOT NULL
+        AND (w.last_success_at IS NULL
+             OR w.last_error_at OPERATOR(pg_catalog.>) w.last_success_at)) AS last_error_current
+  FROM outbox._cluster_workers() w;
+
 -- ---------------------------------------------------------------------------------------
 -- replay: a window before the oldest partition
 -- ---------------------------------------------------------------------------------------
@@ -86,6 +130,202 @@ $guard$;
 -- ---------------------------------------------------------------------------------------
 -- metrics: label values valid UTF-8 in any database encoding
 -- ---------------------------------------------------------------------------------------
+
+-- A label, name="value", escaped as the Prometheus text format wants it. A byte that starts
+-- no character of the database's encoding is written as the characters \xHH, and in a
+-- SQL_ASCII database (which takes any bytes, and converts nothing for the client) one that
+-- starts no UTF-8 character: the exposition is valid UTF-8 (src/core/label_value.hpp).
+CREATE OR REPLACE FUNCTION outbox._label(name text, value text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'outbox_label'
+LANGUAGE C IMMUTABLE STRICT
+SET search_path = pg_catalog, pg_temp;
+
+-- ---------------------------------------------------------------------------------------
+-- replay and dead letters: filters checked, the log line bounded
+-- ---------------------------------------------------------------------------------------
+
+-- The filters that replay(), requeue_dead() and discard_dead() take, checked before they are
+-- used or stored. A name that no event can have (empty, or over 255 characters: enqueue
+-- refuses both) would match nothing: refused, as enqueue refuses it (22023, 22001). A LIKE
+-- pattern over 1000 characters (54000): no real last_error needs one that long to be told
+-- apart, and each row's match and the log line would pay for it. No message repeats a value.
+CREATE FUNCTION outbox._check_filters(p_function text, p_aggregatetype text, p_type text,
+                                      p_aggregateid text, p_error_like text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    f record;
+BEGIN
+    FOR f IN SELECT v.name, v.value FROM (VALUES ('aggregatetype', p_aggregatetype), ('type', p_type),
+                                                 ('aggregateid', p_aggregateid)) v(name, value)
+              WHERE v.value IS NOT NULL LOOP
+        IF f.value = '' THEN
+            RAISE EXCEPTION '%: the % filter is empty', p_function, f.name
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = format('No event has an empty %s.', f.name),
+                      HINT = format('Pass NULL for any %s.', f.name);
+        END IF;
+        IF length(f.value) > 255 THEN
+            RAISE EXCEPTION '%: the % filter is too long', p_function, f.name
+                USING ERRCODE = 'string_data_right_truncation',
+                      DETAIL = format('It has %s characters; an event''s %s has at most 255.',
+                                      length(f.value), f.name);
+        END IF;
+    END LOOP;
+    IF length(p_error_like) > 1000 THEN
+        RAISE EXCEPTION '%: error_like is too long', p_function
+            USING ERRCODE = 'program_limit_exceeded',
+                  DETAIL = format('It has %s characters; a pattern may have at most 1000.',
+                                  length(p_error_like));
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION outbox._act_on_dead(p_action text, p_aggregatetype text, p_type text,
+                                    p_error_like text, p_dead_after timestamptz,
+                                    p_dead_before timestamptz, p_dry_run boolean)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_seqs   bigint[];
+    v_count  bigint;
+    v_filter jsonb := jsonb_strip_nulls(jsonb_build_object(
+        'aggregatetype', p_aggregatetype, 'type', p_type, 'error_like', p_error_like,
+        'dead_after', p_dead_after, 'dead_before', p_dead_before));
+    v_logged text;
+BEGIN
+    IF p_dry_run IS NULL THEN
+        RAISE EXCEPTION 'outbox.%_dead: dry_run must not be NULL', p_action USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_dead_after >= p_dead_before THEN
+        RAISE EXCEPTION 'outbox.%_dead: dead_after must be before dead_before', p_action
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('dead_after is %s, dead_before %s.', p_dead_after, p_dead_before);
+    END IF;
+    PERFORM outbox._check_filters(format('outbox.%s_dead', p_action), p_aggregatetype, p_type,
+                                  NULL, p_error_like);
+    -- The dead letters' own index (each partition's _dead), then a recheck under the
+    -- UPDATE's row locks: a concurrent requeue or discard takes each event once.
+    SELECT array_agg(e.seq) INTO v_seqs FROM outbox.events e
+     WHERE e.dead_at IS NOT NULL AND e.published_at IS NULL AND e.discarded_at IS NULL
+       AND (p_aggregatetype IS NULL OR e.aggregatetype = p_aggregatetype)
+       AND (p_type IS NULL OR e.type = p_type)
+       AND (p_error_like IS NULL OR e.last_error LIKE p_error_like)
+       AND (p_dead_after IS NULL OR e.dead_at >= p_dead_after)
+       AND (p_dead_before IS NULL OR e.dead_at < p_dead_before);
+    IF p_dry_run OR v_seqs IS NULL THEN
+        RETURN coalesce(cardinality(v_seqs), 0);
+    END IF;
+    IF p_action = 'requeue' THEN
+        UPDATE outbox.events e
+           SET seq = outbox._next_seq('outbox.events_seq'::regclass), dead_at = NULL, attempts = 0,
+               next_attempt_at = NULL
+         WHERE e.seq = ANY (v_seqs) AND e.dead_at IS NOT NULL AND e.published_at IS NULL
+           AND e.discarded_at IS NULL;
+    ELSE
+        UPDATE outbox.events e SET discarded_at = now()
+         WHERE e.seq = ANY (v_seqs) AND e.dead_at IS NOT NULL AND e.published_at IS NULL
+           AND e.discarded_at IS NULL;
+    END IF;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    INSERT INTO outbox.dead_letter_actions (by_user, action, filter, events)
+    VALUES (session_user, p_action, v_filter, v_count);
+    -- The log line bounded; the whole filter is in the table.
+    v_logged := v_filter::text;
+    IF length(v_logged) > 1000 THEN
+        v_logged := format('%s... (cut at 1000 of %s characters; the whole filter is in outbox.dead_letter_actions)',
+                           left(v_logged, 1000), length(v_logged));
+    END IF;
+    RAISE LOG 'outbox: %_dead by %: % events (filter %)', p_action, session_user, v_count, v_logged;
+    IF p_action = 'requeue' THEN
+        PERFORM outbox._count_requeued(v_count);
+        PERFORM outbox._notify_relay();
+    END IF;
+    RETURN v_count;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION outbox.replay(since timestamptz, until timestamptz,
+                              aggregatetype text DEFAULT NULL, type text DEFAULT NULL,
+                              aggregateid text DEFAULT NULL, ids uuid[] DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_oldest  record;
+    v_since   timestamptz := since;
+    v_upto    bigint;
+    v_total   bigint;
+    v_id      bigint;
+BEGIN
+    IF since IS NULL OR until IS NULL THEN
+        RAISE EXCEPTION 'outbox.replay: since and until must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF since >= until OR until = '-infinity' THEN
+        RAISE EXCEPTION 'outbox.replay: since must be before until'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('since is %s, until %s.', since, until);
+    END IF;
+    IF cardinality(ids) = 0 THEN
+        RAISE EXCEPTION 'outbox.replay: ids is empty'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass NULL for every id, or at least one id.';
+    END IF;
+    IF EXISTS (SELECT FROM unnest(ids) i WHERE i IS NULL) THEN
+        RAISE EXCEPTION 'outbox.replay: ids holds a NULL'
+            USING ERRCODE = 'null_value_not_allowed',
+                  HINT = 'No event has a NULL id: pass the ids without it.';
+    END IF;
+    PERFORM outbox._check_filters('outbox.replay', replay.aggregatetype, replay.type,
+                                  replay.aggregateid, NULL);
+    -- Rotation drops partitions under an ACCESS EXCLUSIVE lock on outbox.events: with this
+    -- one held, none goes until the replay is committed, and rotation then sees it.
+    LOCK TABLE outbox.events IN ACCESS SHARE MODE;
+    SELECT p.name, p.lower_bound INTO v_oldest FROM outbox.partitions p ORDER BY p.lower_bound LIMIT 1;
+    -- The catalog, not this transaction's snapshot: a partition dropped before the lock.
+    IF v_oldest.name IS NOT NULL AND to_regclass(format('outbox.%I', v_oldest.name)) IS NULL THEN
+        RAISE EXCEPTION 'outbox.replay: a rotation dropped partitions meanwhile'
+            USING ERRCODE = 'serialization_failure', HINT = 'Call it again.';
+    END IF;
+    IF since = '-infinity' THEN
+        v_since := coalesce(v_oldest.lower_bound, since);
+    ELSIF v_oldest.name IS NULL OR since < v_oldest.lower_bound THEN
+        RAISE EXCEPTION 'outbox.replay: the window starts before the oldest retained partition'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('since is %s; events are kept from %s (outbox.retention).',
+                                  since, coalesce(v_oldest.lower_bound::text, 'nowhere: outbox.events has no partition')),
+                  HINT = 'To replay what is still there, pass since => ''-infinity''.';
+    END IF;
+    -- The events of the window so far; a later one is not part of the replay. The count, for
+    -- progress, leaves out dead letters and retries but does not ask the delivery log (a
+    -- probe per event above the mark): the worker sends those published when it gets there.
+    SELECT s.last_value INTO v_upto FROM outbox.events_seq s;
+    SELECT count(*) INTO v_total FROM outbox.events e
+     WHERE e.part_at >= v_since AND e.part_at < until AND e.seq <= v_upto
+       AND (replay.aggregatetype IS NULL OR e.aggregatetype = replay.aggregatetype)
+       AND (replay.type IS NULL OR e.type = replay.type)
+       AND (replay.aggregateid IS NULL OR e.aggregateid = replay.aggregateid)
+       AND (replay.ids IS NULL OR e.id = ANY (replay.ids))
+       AND e.dead_at IS NULL AND (e.published_at IS NOT NULL OR e.next_attempt_at IS NULL);
+    INSERT INTO outbox.replays (since, until, aggregatetype, type, aggregateid, ids, upto_seq,
+                                events_total, requested_by)
+    VALUES (v_since, until, replay.aggregatetype, replay.type, replay.aggregateid, replay.ids,
+            v_upto, v_total, session_user)
+    RETURNING id INTO v_id;
+    RAISE LOG 'outbox: replay % requested by %: % events from % to %', v_id, session_user, v_total, v_since, until;
+    PERFORM outbox._replay_requested();
+    RETURN v_id;
+END
+$$;
+REVOKE ALL ON FUNCTION outbox._check_filters(text, text, text, text, text) FROM PUBLIC;
 
 -- ---------------------------------------------------------------------------------------
 -- launcher and replay worker

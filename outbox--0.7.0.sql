@@ -785,12 +785,17 @@ SET search_path = pg_catalog, pg_temp;
 -- max(id) - last_id (which reads zero while events are being lost). It reads index ranges
 -- above the relay's low-water mark and the retries: it costs what the backlog costs. A held
 -- key is one whose earliest unresolved event waits for a retry (a rejection, or a transient
--- failure while other keys were delivered); its later events wait behind it.
+-- failure while other keys were delivered); its later events wait behind it. last_error
+-- stays for diagnosis; last_error_current says whether it still holds: no event was
+-- acknowledged since (outbox.relay_metrics' last_error_current, the same test).
 CREATE VIEW outbox.status AS
 SELECT w.worker, w.pid, w.state, w.sink, w.batches, w.events_sent, w.events_failed,
        w.events_dead, w.last_error, w.last_error_at, w.last_success_at, w.backoff_until,
        q.unpublished, q.oldest_unpublished_age, d.dead_lettered, w.database, w.detail,
-       w.shards, h.held_keys, o.oldest_held_key, o.oldest_held_error, o.oldest_held_age
+       w.shards, h.held_keys, o.oldest_held_key, o.oldest_held_error, o.oldest_held_age,
+       (w.last_error_at IS NOT NULL
+        AND (w.last_success_at IS NULL
+             OR w.last_error_at OPERATOR(pg_catalog.>) w.last_success_at)) AS last_error_current
   FROM (SELECT pg_catalog.count(*) AS unpublished,
                pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.min(e.created_at)
                  AS oldest_unpublished_age
@@ -890,6 +895,45 @@ SELECT pg_catalog.pg_extension_config_dump('outbox.dead_letter_actions'::pg_cata
 COMMENT ON TABLE outbox.dead_letter_actions IS
   'Every requeue_dead() and discard_dead() that acted: when, by whom (the session''s user), with which filter, on how many events.';
 
+-- The filters that replay(), requeue_dead() and discard_dead() take, checked before they are
+-- used or stored. A name that no event can have (empty, or over 255 characters: enqueue
+-- refuses both) would match nothing: refused, as enqueue refuses it (22023, 22001). A LIKE
+-- pattern over 1000 characters (54000): no real last_error needs one that long to be told
+-- apart, and each row's match and the log line would pay for it. No message repeats a value.
+CREATE FUNCTION outbox._check_filters(p_function text, p_aggregatetype text, p_type text,
+                                      p_aggregateid text, p_error_like text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    f record;
+BEGIN
+    FOR f IN SELECT v.name, v.value FROM (VALUES ('aggregatetype', p_aggregatetype), ('type', p_type),
+                                                 ('aggregateid', p_aggregateid)) v(name, value)
+              WHERE v.value IS NOT NULL LOOP
+        IF f.value = '' THEN
+            RAISE EXCEPTION '%: the % filter is empty', p_function, f.name
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = format('No event has an empty %s.', f.name),
+                      HINT = format('Pass NULL for any %s.', f.name);
+        END IF;
+        IF length(f.value) > 255 THEN
+            RAISE EXCEPTION '%: the % filter is too long', p_function, f.name
+                USING ERRCODE = 'string_data_right_truncation',
+                      DETAIL = format('It has %s characters; an event''s %s has at most 255.',
+                                      length(f.value), f.name);
+        END IF;
+    END LOOP;
+    IF length(p_error_like) > 1000 THEN
+        RAISE EXCEPTION '%: error_like is too long', p_function
+            USING ERRCODE = 'program_limit_exceeded',
+                  DETAIL = format('It has %s characters; a pattern may have at most 1000.',
+                                  length(p_error_like));
+    END IF;
+END
+$$;
+
 CREATE FUNCTION outbox._act_on_dead(p_action text, p_aggregatetype text, p_type text,
                                     p_error_like text, p_dead_after timestamptz,
                                     p_dead_before timestamptz, p_dry_run boolean)
@@ -903,6 +947,7 @@ DECLARE
     v_filter jsonb := jsonb_strip_nulls(jsonb_build_object(
         'aggregatetype', p_aggregatetype, 'type', p_type, 'error_like', p_error_like,
         'dead_after', p_dead_after, 'dead_before', p_dead_before));
+    v_logged text;
 BEGIN
     IF p_dry_run IS NULL THEN
         RAISE EXCEPTION 'outbox.%_dead: dry_run must not be NULL', p_action USING ERRCODE = 'null_value_not_allowed';
@@ -912,6 +957,8 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = format('dead_after is %s, dead_before %s.', p_dead_after, p_dead_before);
     END IF;
+    PERFORM outbox._check_filters(format('outbox.%s_dead', p_action), p_aggregatetype, p_type,
+                                  NULL, p_error_like);
     -- The dead letters' own index (each partition's _dead), then a recheck under the
     -- UPDATE's row locks: a concurrent requeue or discard takes each event once.
     SELECT array_agg(e.seq) INTO v_seqs FROM outbox.events e
@@ -938,7 +985,13 @@ BEGIN
     GET DIAGNOSTICS v_count = ROW_COUNT;
     INSERT INTO outbox.dead_letter_actions (by_user, action, filter, events)
     VALUES (session_user, p_action, v_filter, v_count);
-    RAISE LOG 'outbox: %_dead by %: % events (filter %)', p_action, session_user, v_count, v_filter;
+    -- The log line bounded; the whole filter is in the table.
+    v_logged := v_filter::text;
+    IF length(v_logged) > 1000 THEN
+        v_logged := format('%s... (cut at 1000 of %s characters; the whole filter is in outbox.dead_letter_actions)',
+                           left(v_logged, 1000), length(v_logged));
+    END IF;
+    RAISE LOG 'outbox: %_dead by %: % events (filter %)', p_action, session_user, v_count, v_logged;
     IF p_action = 'requeue' THEN
         PERFORM outbox._count_requeued(v_count);
         PERFORM outbox._notify_relay();
@@ -968,6 +1021,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$ SELECT outbox._act_on_dead('discard', $1, $2, $3, $4, $5, $6) $$;
 COMMENT ON FUNCTION outbox.discard_dead(text, text, text, timestamptz, timestamptz, boolean) IS
   'Discards the dead letters that match every filter given (none: all of them): kept until rotation, never sent; dry_run counts them only.';
+REVOKE ALL ON FUNCTION outbox._check_filters(text, text, text, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox._act_on_dead(text, text, text, text, timestamptz, timestamptz, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox.requeue_dead(text, text, text, timestamptz, timestamptz, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox.discard_dead(text, text, text, timestamptz, timestamptz, boolean) FROM PUBLIC;
@@ -1040,6 +1094,13 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Pass NULL for every id, or at least one id.';
     END IF;
+    IF EXISTS (SELECT FROM unnest(ids) i WHERE i IS NULL) THEN
+        RAISE EXCEPTION 'outbox.replay: ids holds a NULL'
+            USING ERRCODE = 'null_value_not_allowed',
+                  HINT = 'No event has a NULL id: pass the ids without it.';
+    END IF;
+    PERFORM outbox._check_filters('outbox.replay', replay.aggregatetype, replay.type,
+                                  replay.aggregateid, NULL);
     -- Rotation drops partitions under an ACCESS EXCLUSIVE lock on outbox.events: with this
     -- one held, none goes until the replay is committed, and rotation then sees it.
     LOCK TABLE outbox.events IN ACCESS SHARE MODE;
@@ -1188,7 +1249,10 @@ GRANT EXECUTE ON FUNCTION outbox._cluster_workers() TO pg_monitor;
 CREATE VIEW outbox.cluster_status AS
 SELECT w.database, w.worker, w.pid, w.state, w.sink, w.batches, w.events_sent, w.events_failed,
        w.events_dead, w.last_error, w.last_error_at, w.last_success_at, w.backoff_until,
-       w.detail, w.shards
+       w.detail, w.shards,
+       (w.last_error_at IS NOT NULL
+        AND (w.last_success_at IS NULL
+             OR w.last_error_at OPERATOR(pg_catalog.>) w.last_success_at)) AS last_error_current
   FROM outbox._cluster_workers() w;
 COMMENT ON VIEW outbox.cluster_status IS
   'One row per relay worker of every database of the cluster (running or not, and why); the queue''s lag is in each database''s outbox.status.';
@@ -1326,15 +1390,15 @@ SELECT pg_catalog.current_database()::pg_catalog.text AS datname,
 COMMENT ON VIEW outbox.database_metrics IS
   'The database''s queue (unpublished, ages, held keys, dead letters, partitions, the low-water mark''s lag), relays (running, wanted, capped by outbox.max_workers, starts and exits) and running replays (events left, seconds since their last batch).';
 
--- A label, escaped as the Prometheus text format wants it.
+-- A label, name="value", escaped as the Prometheus text format wants it. A byte that starts
+-- no character of the database's encoding is written as the characters \xHH, and in a
+-- SQL_ASCII database (which takes any bytes, and converts nothing for the client) one that
+-- starts no UTF-8 character: the exposition is valid UTF-8 (src/core/label_value.hpp).
 CREATE FUNCTION outbox._label(name text, value text)
 RETURNS text
-LANGUAGE sql IMMUTABLE STRICT
-SET search_path = pg_catalog, pg_temp
-AS $$
-SELECT name || '="' || replace(replace(replace(value, E'\\', E'\\\\'), '"', E'\\"'), E'\n', E'\\n')
-       || '"'
-$$;
+AS 'MODULE_PATHNAME', 'outbox_label'
+LANGUAGE C IMMUTABLE STRICT
+SET search_path = pg_catalog, pg_temp;
 
 -- Every view above in the Prometheus text exposition format (version 0.0.4), for a scraper
 -- that runs SQL (a textfile collector, a sidecar): the same names the exporter's queries file

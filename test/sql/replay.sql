@@ -35,6 +35,13 @@ SELECT regress.try($$SELECT outbox.replay('-infinity', now(), ids => '{}')$$);
 SELECT regress.try($$SELECT outbox.replay(now() - interval '1 day', now())$$);
 SELECT regress.try($$SELECT outbox.cancel_replay(NULL)$$);
 SELECT regress.try($$SELECT outbox.cancel_replay(12345)$$);
+-- No NULL among the ids; no filter that can match nothing (an event's names are 1 to 255
+-- characters), a megabyte one included.
+SELECT regress.try($$SELECT outbox.replay('-infinity', now(), ids => '{NULL}')$$);
+SELECT regress.try($$SELECT outbox.replay('-infinity', now(), ids => ARRAY[gen_random_uuid(), NULL])$$);
+SELECT regress.try($$SELECT outbox.replay('-infinity', now(), aggregatetype => repeat('a', 1000000))$$);
+SELECT regress.try($$SELECT outbox.replay('-infinity', now(), aggregateid => repeat('é', 256))$$);
+SELECT regress.try($$SELECT outbox.replay('-infinity', now(), type => '')$$);
 SELECT count(*) AS recorded FROM outbox.replays;
 
 -- '-infinity': what is still there, on purpose. Its count leaves the dead letter out; the
