@@ -114,8 +114,8 @@ else
     fail "docs/install.md does not name the package postgresql-$package_majors-outbox"
 fi
 
-# .ci/run: the configurations it runs (bash test/run-tests.sh: Debian's 15; --pg N).
-ci_majors=$(grep -E '^\s*configuration ' .ci/run | sed -E 's/.*run-tests\.sh//' |
+# .ci/run: the configurations it runs (tests bash test/run-tests.sh: Debian's 15; --pg N).
+ci_majors=$(grep -E '^\s*tests bash test/run-tests.sh' .ci/run | sed -E 's/.*run-tests\.sh//' |
   while read -r args; do
     if [[ $args =~ --pg\ ([0-9]+) ]]; then echo "${BASH_REMATCH[1]}"; else echo 15; fi
   done | sort -nu | tr '\n' ' ')

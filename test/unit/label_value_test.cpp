@@ -15,12 +15,11 @@ std::string utf8(std::string_view value) { return label_value_escaped(value, utf
 TEST(LabelValue, PlainTextAsItIs) {
   EXPECT_EQ(utf8(""), "");
   EXPECT_EQ(utf8("postgres"), "postgres");
-  EXPECT_EQ(utf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  EXPECT_EQ(utf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"),
+            "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
 }
 
-TEST(LabelValue, TheExpositionEscapes) {
-  EXPECT_EQ(utf8("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
-}
+TEST(LabelValue, TheExpositionEscapes) { EXPECT_EQ(utf8("a\\b\"c\nd"), "a\\\\b\\\"c\\nd"); }
 
 TEST(LabelValue, InvalidBytesAsHexEscapes) {
   // The SQL_ASCII database of issue 49: \xff\xfe read back as the characters \xff\xfe.
@@ -31,22 +30,20 @@ TEST(LabelValue, InvalidBytesAsHexEscapes) {
 }
 
 TEST(LabelValue, StrictUtf8) {
-  EXPECT_EQ(utf8("\xc0\xaf"), "\\\\xc0\\\\xaf");                  // overlong /
-  EXPECT_EQ(utf8("\xe0\x80\xaf"), "\\\\xe0\\\\x80\\\\xaf");       // overlong, three bytes
-  EXPECT_EQ(utf8("\xed\xa0\x80"), "\\\\xed\\\\xa0\\\\x80");       // a surrogate
+  EXPECT_EQ(utf8("\xc0\xaf"), "\\\\xc0\\\\xaf");                        // overlong /
+  EXPECT_EQ(utf8("\xe0\x80\xaf"), "\\\\xe0\\\\x80\\\\xaf");             // overlong, three bytes
+  EXPECT_EQ(utf8("\xed\xa0\x80"), "\\\\xed\\\\xa0\\\\x80");             // a surrogate
   EXPECT_EQ(utf8("\xf4\x90\x80\x80"), "\\\\xf4\\\\x90\\\\x80\\\\x80");  // above U+10FFFF
-  EXPECT_EQ(utf8("\xe2\x82"), "\\\\xe2\\\\x82");                  // cut short at the end
-  EXPECT_EQ(utf8("\xe2\x82x"), "\\\\xe2\\\\x82x");                // cut short before ASCII
-  EXPECT_EQ(utf8("\x80"), "\\\\x80");                             // a lone continuation byte
+  EXPECT_EQ(utf8("\xe2\x82"), "\\\\xe2\\\\x82");                        // cut short at the end
+  EXPECT_EQ(utf8("\xe2\x82x"), "\\\\xe2\\\\x82x");                      // cut short before ASCII
+  EXPECT_EQ(utf8("\x80"), "\\\\x80");                                   // a lone continuation byte
 }
 
 TEST(LabelValue, AValidCharacterAfterAnInvalidByteIsKept) {
   EXPECT_EQ(utf8("\xff\xc3\xa9"), "\\\\xff\xc3\xa9");
 }
 
-TEST(LabelValue, NulIsEscaped) {
-  EXPECT_EQ(utf8(std::string_view("a\0b", 3)), "a\\\\x00b");
-}
+TEST(LabelValue, NulIsEscaped) { EXPECT_EQ(utf8(std::string_view("a\0b", 3)), "a\\\\x00b"); }
 
 TEST(LabelValue, AnotherEncodingsRule) {
   // A single-byte encoding where every byte is a character: nothing to escape but the three.
