@@ -123,6 +123,242 @@ SELECT w.database, w.worker, w.pid, w.state, w.sink, w.batches, w.events_sent, w
 -- rotation: every lock bounded, the inbox rotated apart from the events
 -- ---------------------------------------------------------------------------------------
 
+-- Every lock rotation takes waits at most outbox.rotate_lock_timeout; rotate() rotates the
+-- inbox first, so that it never waits for the inbox's locks while holding the events'.
+-- Takes a lock that rotation needs on p_table (p_mode: a lock mode, from rotation's own
+-- code only). Waiting for it could queue writers or consumers behind rotation, and waiting
+-- without limit would stall them all, so it waits at most outbox.rotate_lock_timeout; 0
+-- means NOWAIT: never queue at all (as PgQ does). False, with a NOTICE, when the lock was not
+-- granted in time: p_left, the work that needed it, is left for the next run.
+CREATE FUNCTION outbox._lock_for_rotation(p_table regclass, p_mode text, p_timeout_ms integer, p_left text)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_old_timeout text := current_setting('lock_timeout');
+BEGIN
+    PERFORM set_config('lock_timeout', p_timeout_ms || 'ms', true);
+    BEGIN
+        EXECUTE format('LOCK TABLE %s IN %s MODE%s', p_table, p_mode,
+                       CASE WHEN p_timeout_ms = 0 THEN ' NOWAIT' ELSE '' END);
+    EXCEPTION WHEN lock_not_available THEN
+        PERFORM set_config('lock_timeout', v_old_timeout, true);
+        RAISE NOTICE 'outbox.rotate: % is busy; % is left for the next run', p_table, p_left
+            USING DETAIL = format('The lock was not granted within %s ms.', p_timeout_ms);
+        RETURN false;
+    END;
+    PERFORM set_config('lock_timeout', v_old_timeout, true);
+    RETURN true;
+END
+$$;
+REVOKE ALL ON FUNCTION outbox._lock_for_rotation(regclass, text, integer, text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION outbox._lock_to_drop(p_table regclass, p_timeout_ms integer)
+RETURNS boolean
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT outbox._lock_for_rotation(p_table, 'ACCESS EXCLUSIVE', p_timeout_ms, 'dropping old partitions')
+$$;
+
+CREATE OR REPLACE FUNCTION outbox._rotate_events()
+RETURNS TABLE (action text, partition text, lower_bound timestamptz, upper_bound timestamptz, detail text)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    s          record;
+    c          record;
+    v_now      timestamptz := clock_timestamp();
+    v_cutoff   timestamptz;
+    v_newest   timestamptz;
+    v_created  text[] := '{}';
+    v_busy     boolean;
+    v_low_water bigint;
+    v_candidates text[] := '{}';
+    p          record;
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        -- After the lock below, rotation must see every committed event; an older
+        -- snapshot could miss unpublished rows and drop them.
+        RAISE EXCEPTION 'outbox.rotate() must run at READ COMMITTED isolation'
+            USING ERRCODE = 'active_sql_transaction',
+                  HINT = 'Call it on its own, as pg_cron does.';
+    END IF;
+    -- One rotation at a time; a second one returns at once.
+    IF NOT pg_try_advisory_xact_lock(hashtext('outbox.rotate')) THEN
+        RAISE NOTICE 'outbox.rotate: another rotation is running; nothing done';
+        RETURN;
+    END IF;
+
+    SELECT * INTO s FROM outbox._partition_settings();
+    -- The lock that making partitions takes (_create_partitions), bounded: an operator's
+    -- ANALYZE, say, holds it.
+    IF NOT outbox._lock_for_rotation('outbox.events', 'SHARE UPDATE EXCLUSIVE', s.lock_timeout_ms,
+                                     'making and dropping partitions') THEN
+        RETURN QUERY SELECT 'skipped', NULL::text, NULL::timestamptz, NULL::timestamptz,
+                            'outbox.events is busy: its lock was not granted in time'::text;
+        RETURN;
+    END IF;
+    FOR c IN SELECT * FROM outbox._create_partitions(v_now) LOOP
+        v_created := v_created || c.partition;
+        action := c.action;
+        partition := c.partition;
+        lower_bound := c.lower_bound;
+        upper_bound := c.upper_bound;
+        detail := c.detail;
+        RETURN NEXT;
+    END LOOP;
+    -- The newest partition as it stood when this rotation started.
+    SELECT max(q.upper_bound) INTO v_newest FROM outbox.partitions q WHERE q.name <> ALL (v_created);
+
+    -- Drop: partitions whose whole range is past retention. Never the newest one as it
+    -- stood when this rotation started: a writer may still be routing into it.
+    IF s.retention_seconds = 0 THEN
+        RETURN;
+    END IF;
+    v_cutoff := v_now - make_interval(secs => s.retention_seconds);
+
+    -- First, without any lock: a partition that took events while rotation was behind is
+    -- kept until those events are past retention too. This may read the whole partition,
+    -- so it must not happen while writers wait on our lock. No event is routed into it any
+    -- more: newer partitions exist since the run that marked it.
+    FOR p IN SELECT q.* FROM outbox.partitions q
+              WHERE q.upper_bound <= v_cutoff
+                AND (v_newest IS NULL OR q.upper_bound < v_newest)
+              ORDER BY q.lower_bound
+    LOOP
+        IF p.may_hold_late_rows THEN
+            EXECUTE format('SELECT EXISTS (SELECT 1 FROM outbox.%I WHERE created_at > %L)', p.name, v_cutoff)
+               INTO STRICT v_busy;
+            IF v_busy THEN
+                RETURN QUERY SELECT 'kept', p.name, p.lower_bound, p.upper_bound,
+                                    'holds events written while rotation was behind; kept for their retention'::text;
+                CONTINUE;
+            END IF;
+        END IF;
+        v_candidates := v_candidates || p.name;
+    END LOOP;
+    IF cardinality(v_candidates) = 0 THEN
+        RETURN;
+    END IF;
+
+    IF NOT outbox._lock_to_drop('outbox.events', s.lock_timeout_ms) THEN
+        RETURN QUERY
+            SELECT 'skipped', q.name, q.lower_bound, q.upper_bound, 'lock not granted in time'::text
+              FROM outbox.partitions q WHERE q.name = ANY (v_candidates) ORDER BY q.lower_bound;
+        RETURN;
+    END IF;
+
+    -- With the lock held no writer is in flight, and each statement's snapshot sees every
+    -- committed event: the unpublished check cannot miss one. Below the relay's low-water
+    -- mark every event is published or dead-lettered, so it reads only the index entries
+    -- above the mark, the retries and the dead letters (three index probes).
+    SELECT r.low_water INTO v_low_water FROM outbox.relay_state r;
+    FOR p IN SELECT q.* FROM outbox.partitions q WHERE q.name = ANY (v_candidates) ORDER BY q.lower_bound
+    LOOP
+        -- A session reading the partition itself holds a lock on it alone.
+        IF NOT outbox._lock_for_rotation(format('outbox.%I', p.name)::regclass, 'ACCESS EXCLUSIVE',
+                                         s.lock_timeout_ms, 'dropping it') THEN
+            RETURN QUERY SELECT 'skipped', p.name, p.lower_bound, p.upper_bound, 'lock not granted in time'::text;
+            CONTINUE;
+        END IF;
+        IF EXISTS (SELECT 1 FROM outbox.replays r
+                    WHERE r.state = 'running' AND r.since < p.upper_bound AND r.until > p.lower_bound) THEN
+            RETURN QUERY SELECT 'kept', p.name, p.lower_bound, p.upper_bound, 'a running replay reads it'::text;
+            CONTINUE;
+        END IF;
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM outbox.%1$I e WHERE seq >= $1 AND published_at IS NULL AND dead_at IS NULL'
+                       '                 AND outbox._delivered_at(e.seq) IS NULL)'
+                       ' OR EXISTS (SELECT 1 FROM outbox.%1$I WHERE next_attempt_at IS NOT NULL AND published_at IS NULL)'
+                       ' OR EXISTS (SELECT 1 FROM outbox.%1$I WHERE dead_at IS NOT NULL AND published_at IS NULL AND discarded_at IS NULL)', p.name)
+           INTO STRICT v_busy USING coalesce(v_low_water, 0);
+        IF v_busy THEN
+            RAISE WARNING 'outbox.rotate: a partition past retention holds unpublished events; not dropped'
+                USING DETAIL = format('Partition outbox.%I, from %s to %s.', p.name, p.lower_bound, p.upper_bound),
+                      HINT = 'The relay has not published them yet (see outbox.event_status WHERE state <> ''published''); the partition is dropped once they are.';
+            RETURN QUERY SELECT 'kept', p.name, p.lower_bound, p.upper_bound, 'holds unpublished events'::text;
+            CONTINUE;
+        END IF;
+        EXECUTE format('DROP TABLE outbox.%I', p.name);
+        DELETE FROM outbox.partitions q WHERE q.name = p.name;
+        RETURN QUERY SELECT 'dropped', p.name, p.lower_bound, p.upper_bound, NULL::text;
+    END LOOP;
+    -- The delivery log's rows below the oldest event left name only events that are gone.
+    DELETE FROM outbox.deliveries d
+     WHERE d.seqs << int8range(coalesce((SELECT min(e.seq) FROM outbox.events e), 9223372036854775807), NULL);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION outbox.rotate_inbox()
+RETURNS TABLE (action text, partition text, lower_bound timestamptz, upper_bound timestamptz, detail text)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    s           record;
+    v_now       timestamptz := clock_timestamp();
+    v_retention integer;
+    v_old       text[];
+    p           record;
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(hashtext('outbox.rotate_inbox')) THEN
+        RAISE NOTICE 'outbox.rotate_inbox: another rotation of the inbox is running; nothing done';
+        RETURN;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhparent = 'outbox.inbox'::regclass) THEN
+        RETURN;
+    END IF;
+    SELECT * INTO s FROM outbox._partition_settings();
+    v_retention := outbox._inbox_retention();
+    -- The lock that making partitions takes (_create_inbox_partitions), bounded: a consumer
+    -- whose inbox_receive made a partition holds it until its transaction ends.
+    IF NOT outbox._lock_for_rotation('outbox.inbox', 'SHARE UPDATE EXCLUSIVE', s.lock_timeout_ms,
+                                     'rotating the inbox') THEN
+        RETURN QUERY SELECT 'skipped', NULL::text, NULL::timestamptz, NULL::timestamptz,
+                            'outbox.inbox is busy: its lock was not granted in time'::text;
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT * FROM outbox._create_inbox_partitions(v_now);
+    IF v_retention = 0 THEN
+        RETURN;
+    END IF;
+    SELECT array_agg(q.name ORDER BY q.lower_bound) INTO v_old FROM outbox.inbox_partitions q
+     WHERE q.upper_bound <= v_now - make_interval(secs => v_retention);
+    IF v_old IS NULL THEN
+        RETURN;
+    END IF;
+    IF NOT outbox._lock_to_drop('outbox.inbox', s.lock_timeout_ms) THEN
+        RETURN QUERY SELECT 'skipped', q.name, q.lower_bound, q.upper_bound, 'lock not granted in time'::text
+                       FROM outbox.inbox_partitions q WHERE q.name = ANY (v_old) ORDER BY q.lower_bound;
+        RETURN;
+    END IF;
+    FOR p IN SELECT q.* FROM outbox.inbox_partitions q WHERE q.name = ANY (v_old) ORDER BY q.lower_bound LOOP
+        EXECUTE format('DROP TABLE outbox.%I', p.name);
+        DELETE FROM outbox.inbox_partitions q WHERE q.name = p.name;
+        RETURN QUERY SELECT 'dropped', p.name, p.lower_bound, p.upper_bound, NULL::text;
+    END LOOP;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION outbox.rotate()
+RETURNS TABLE (action text, partition text, lower_bound timestamptz, upper_bound timestamptz, detail text)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY SELECT * FROM outbox.rotate_inbox();
+    RETURN QUERY SELECT * FROM outbox._rotate_events();
+END
+$$;
+
+
 -- ---------------------------------------------------------------------------------------
 -- inbox: consumer names bound to roles
 -- ---------------------------------------------------------------------------------------

@@ -388,11 +388,12 @@ BEGIN
 END
 $$;
 
--- Takes the ACCESS EXCLUSIVE lock that dropping a partition of p_table needs. Waiting for it
--- would queue every writer behind rotation, so it waits only briefly (as PgQ does), at most
--- outbox.rotate_lock_timeout; 0 means NOWAIT: never queue at all. False, with a NOTICE, when
--- the lock was not granted in time.
-CREATE FUNCTION outbox._lock_to_drop(p_table regclass, p_timeout_ms integer)
+-- Takes a lock that rotation needs on p_table (p_mode: a lock mode, from rotation's own
+-- code only). Waiting for it could queue writers or consumers behind rotation, and waiting
+-- without limit would stall them all, so it waits at most outbox.rotate_lock_timeout; 0
+-- means NOWAIT: never queue at all (as PgQ does). False, with a NOTICE, when the lock was not
+-- granted in time: p_left, the work that needed it, is left for the next run.
+CREATE FUNCTION outbox._lock_for_rotation(p_table regclass, p_mode text, p_timeout_ms integer, p_left text)
 RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -402,17 +403,28 @@ DECLARE
 BEGIN
     PERFORM set_config('lock_timeout', p_timeout_ms || 'ms', true);
     BEGIN
-        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE%s', p_table,
+        EXECUTE format('LOCK TABLE %s IN %s MODE%s', p_table, p_mode,
                        CASE WHEN p_timeout_ms = 0 THEN ' NOWAIT' ELSE '' END);
     EXCEPTION WHEN lock_not_available THEN
         PERFORM set_config('lock_timeout', v_old_timeout, true);
-        RAISE NOTICE 'outbox.rotate: % is busy; dropping old partitions is left for the next run', p_table
+        RAISE NOTICE 'outbox.rotate: % is busy; % is left for the next run', p_table, p_left
             USING DETAIL = format('The lock was not granted within %s ms.', p_timeout_ms);
         RETURN false;
     END;
     PERFORM set_config('lock_timeout', v_old_timeout, true);
     RETURN true;
 END
+$$;
+REVOKE ALL ON FUNCTION outbox._lock_for_rotation(regclass, text, integer, text) FROM PUBLIC;
+
+-- The ACCESS EXCLUSIVE lock that dropping a partition of p_table needs, bounded as every
+-- lock of rotation is.
+CREATE FUNCTION outbox._lock_to_drop(p_table regclass, p_timeout_ms integer)
+RETURNS boolean
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT outbox._lock_for_rotation(p_table, 'ACCESS EXCLUSIVE', p_timeout_ms, 'dropping old partitions')
 $$;
 REVOKE ALL ON FUNCTION outbox._lock_to_drop(regclass, integer) FROM PUBLIC;
 
@@ -450,6 +462,14 @@ BEGIN
     END IF;
 
     SELECT * INTO s FROM outbox._partition_settings();
+    -- The lock that making partitions takes (_create_partitions), bounded: an operator's
+    -- ANALYZE, say, holds it.
+    IF NOT outbox._lock_for_rotation('outbox.events', 'SHARE UPDATE EXCLUSIVE', s.lock_timeout_ms,
+                                     'making and dropping partitions') THEN
+        RETURN QUERY SELECT 'skipped', NULL::text, NULL::timestamptz, NULL::timestamptz,
+                            'outbox.events is busy: its lock was not granted in time'::text;
+        RETURN;
+    END IF;
     FOR c IN SELECT * FROM outbox._create_partitions(v_now) LOOP
         v_created := v_created || c.partition;
         action := c.action;
@@ -507,6 +527,12 @@ BEGIN
     SELECT r.low_water INTO v_low_water FROM outbox.relay_state r;
     FOR p IN SELECT q.* FROM outbox.partitions q WHERE q.name = ANY (v_candidates) ORDER BY q.lower_bound
     LOOP
+        -- A session reading the partition itself holds a lock on it alone.
+        IF NOT outbox._lock_for_rotation(format('outbox.%I', p.name)::regclass, 'ACCESS EXCLUSIVE',
+                                         s.lock_timeout_ms, 'dropping it') THEN
+            RETURN QUERY SELECT 'skipped', p.name, p.lower_bound, p.upper_bound, 'lock not granted in time'::text;
+            CONTINUE;
+        END IF;
         IF EXISTS (SELECT 1 FROM outbox.replays r
                     WHERE r.state = 'running' AND r.since < p.upper_bound AND r.until > p.lower_bound) THEN
             RETURN QUERY SELECT 'kept', p.name, p.lower_bound, p.upper_bound, 'a running replay reads it'::text;
@@ -641,6 +667,14 @@ BEGIN
     END IF;
     SELECT * INTO s FROM outbox._partition_settings();
     v_retention := outbox._inbox_retention();
+    -- The lock that making partitions takes (_create_inbox_partitions), bounded: a consumer
+    -- whose inbox_receive made a partition holds it until its transaction ends.
+    IF NOT outbox._lock_for_rotation('outbox.inbox', 'SHARE UPDATE EXCLUSIVE', s.lock_timeout_ms,
+                                     'rotating the inbox') THEN
+        RETURN QUERY SELECT 'skipped', NULL::text, NULL::timestamptz, NULL::timestamptz,
+                            'outbox.inbox is busy: its lock was not granted in time'::text;
+        RETURN;
+    END IF;
     RETURN QUERY SELECT * FROM outbox._create_inbox_partitions(v_now);
     IF v_retention = 0 THEN
         RETURN;
@@ -684,8 +718,10 @@ REVOKE ALL ON FUNCTION outbox._create_inbox_partitions(timestamptz) FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox._inbox_retention() FROM PUBLIC;
 REVOKE ALL ON outbox.inbox, outbox.inbox_partitions FROM PUBLIC;
 
--- Rotation, as pg_cron runs it: the events' partitions, then the inbox's. Each part takes
--- its own locks, and can run alone (outbox.rotate_inbox()).
+-- Rotation, as pg_cron runs it: the inbox's partitions, then the events'. Each part takes
+-- its own locks, each wait bounded by outbox.rotate_lock_timeout, and can run alone
+-- (outbox.rotate_inbox()). The inbox comes first so that no wait for its locks ever happens
+-- while this transaction holds the events' lock, which writers and the relay need.
 CREATE FUNCTION outbox.rotate()
 RETURNS TABLE (action text, partition text, lower_bound timestamptz, upper_bound timestamptz, detail text)
 LANGUAGE plpgsql
@@ -693,8 +729,8 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN QUERY SELECT * FROM outbox._rotate_events();
     RETURN QUERY SELECT * FROM outbox.rotate_inbox();
+    RETURN QUERY SELECT * FROM outbox._rotate_events();
 END
 $$;
 COMMENT ON FUNCTION outbox.rotate() IS
