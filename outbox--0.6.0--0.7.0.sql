@@ -119,6 +119,21 @@ SELECT w.database, w.worker, w.pid, w.state, w.sink, w.batches, w.events_sent, w
 -- replay: a window before the oldest partition
 -- ---------------------------------------------------------------------------------------
 
+-- What rotation dropped, recorded from now on (outbox.rotate(), in the section on rotation
+-- below; replay() in the section on filters). Whether 0.6.0 dropped anything is not known:
+-- the oldest partition's start stands for it.
+-- Since when outbox.events holds every event it was given: the upper bound of the newest
+-- partition rotation has dropped (no row: it has dropped none). replay() refuses only a
+-- window that starts before it. Dumped: a restore keeps what was lost before it.
+CREATE TABLE outbox.retained_since (
+    singleton pg_catalog.bool        PRIMARY KEY DEFAULT true CHECK (singleton),
+    since     pg_catalog.timestamptz NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('outbox.retained_since'::pg_catalog.regclass, '');
+REVOKE ALL ON outbox.retained_since FROM PUBLIC;
+INSERT INTO outbox.retained_since (since)
+SELECT min(q.lower_bound) FROM outbox.partitions q HAVING min(q.lower_bound) IS NOT NULL;
+
 -- ---------------------------------------------------------------------------------------
 -- rotation: every lock bounded, the inbox rotated apart from the events
 -- ---------------------------------------------------------------------------------------
@@ -285,6 +300,8 @@ BEGIN
         END IF;
         EXECUTE format('DROP TABLE outbox.%I', p.name);
         DELETE FROM outbox.partitions q WHERE q.name = p.name;
+        INSERT INTO outbox.retained_since AS r (since) VALUES (p.upper_bound)
+            ON CONFLICT (singleton) DO UPDATE SET since = greatest(r.since, EXCLUDED.since);
         RETURN QUERY SELECT 'dropped', p.name, p.lower_bound, p.upper_bound, NULL::text;
     END LOOP;
     -- The delivery log's rows below the oldest event left name only events that are gone.
@@ -497,6 +514,7 @@ AS $$
 DECLARE
     v_oldest  record;
     v_since   timestamptz := since;
+    v_dropped_until timestamptz;
     v_upto    bigint;
     v_total   bigint;
     v_id      bigint;
@@ -531,14 +549,18 @@ BEGIN
         RAISE EXCEPTION 'outbox.replay: a rotation dropped partitions meanwhile'
             USING ERRCODE = 'serialization_failure', HINT = 'Call it again.';
     END IF;
+    -- A window that starts before what rotation dropped would be replayed in part: refused.
+    -- Before the oldest partition, when rotation dropped nothing, there was never an event.
+    SELECT r.since INTO v_dropped_until FROM outbox.retained_since r;
     IF since = '-infinity' THEN
         v_since := coalesce(v_oldest.lower_bound, since);
-    ELSIF v_oldest.name IS NULL OR since < v_oldest.lower_bound THEN
-        RAISE EXCEPTION 'outbox.replay: the window starts before the oldest retained partition'
+    ELSIF since < v_dropped_until THEN
+        RAISE EXCEPTION 'outbox.replay: the window starts before the events rotation kept'
             USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = format('since is %s; events are kept from %s (outbox.retention).',
-                                  since, coalesce(v_oldest.lower_bound::text, 'nowhere: outbox.events has no partition')),
-                  HINT = 'To replay what is still there, pass since => ''-infinity''.';
+                  DETAIL = format('since is %s; rotation dropped the events before %s (outbox.retention).',
+                                  since, v_dropped_until),
+                  HINT = format('To replay what is still there, pass since => %L, or since => ''-infinity''.',
+                                v_dropped_until);
     END IF;
     -- The events of the window so far; a later one is not part of the replay. The count, for
     -- progress, leaves out dead letters and retries but does not ask the delivery log (a

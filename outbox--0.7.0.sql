@@ -144,6 +144,16 @@ CREATE TABLE outbox.relay_state (
 );
 INSERT INTO outbox.relay_state DEFAULT VALUES;
 
+-- Since when outbox.events holds every event it was given: the upper bound of the newest
+-- partition rotation has dropped (no row: it has dropped none). replay() refuses only a
+-- window that starts before it. Dumped: a restore keeps what was lost before it.
+CREATE TABLE outbox.retained_since (
+    singleton pg_catalog.bool        PRIMARY KEY DEFAULT true CHECK (singleton),
+    since     pg_catalog.timestamptz NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('outbox.retained_since'::pg_catalog.regclass, '');
+REVOKE ALL ON outbox.retained_since FROM PUBLIC;
+
 -- Per-key order with several relay workers (docs/design.md, "Order"): keys hash to 64
 -- shards, each sent by one worker at a time. Inlined into the relay's queries (no SET
 -- clause; it names only pg_catalog objects).
@@ -552,6 +562,8 @@ BEGIN
         END IF;
         EXECUTE format('DROP TABLE outbox.%I', p.name);
         DELETE FROM outbox.partitions q WHERE q.name = p.name;
+        INSERT INTO outbox.retained_since AS r (since) VALUES (p.upper_bound)
+            ON CONFLICT (singleton) DO UPDATE SET since = greatest(r.since, EXCLUDED.since);
         RETURN QUERY SELECT 'dropped', p.name, p.lower_bound, p.upper_bound, NULL::text;
     END LOOP;
     -- The delivery log's rows below the oldest event left name only events that are gone.
@@ -1112,6 +1124,7 @@ AS $$
 DECLARE
     v_oldest  record;
     v_since   timestamptz := since;
+    v_dropped_until timestamptz;
     v_upto    bigint;
     v_total   bigint;
     v_id      bigint;
@@ -1146,14 +1159,18 @@ BEGIN
         RAISE EXCEPTION 'outbox.replay: a rotation dropped partitions meanwhile'
             USING ERRCODE = 'serialization_failure', HINT = 'Call it again.';
     END IF;
+    -- A window that starts before what rotation dropped would be replayed in part: refused.
+    -- Before the oldest partition, when rotation dropped nothing, there was never an event.
+    SELECT r.since INTO v_dropped_until FROM outbox.retained_since r;
     IF since = '-infinity' THEN
         v_since := coalesce(v_oldest.lower_bound, since);
-    ELSIF v_oldest.name IS NULL OR since < v_oldest.lower_bound THEN
-        RAISE EXCEPTION 'outbox.replay: the window starts before the oldest retained partition'
+    ELSIF since < v_dropped_until THEN
+        RAISE EXCEPTION 'outbox.replay: the window starts before the events rotation kept'
             USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = format('since is %s; events are kept from %s (outbox.retention).',
-                                  since, coalesce(v_oldest.lower_bound::text, 'nowhere: outbox.events has no partition')),
-                  HINT = 'To replay what is still there, pass since => ''-infinity''.';
+                  DETAIL = format('since is %s; rotation dropped the events before %s (outbox.retention).',
+                                  since, v_dropped_until),
+                  HINT = format('To replay what is still there, pass since => %L, or since => ''-infinity''.',
+                                v_dropped_until);
     END IF;
     -- The events of the window so far; a later one is not part of the replay. The count, for
     -- progress, leaves out dead letters and retries but does not ask the delivery log (a
