@@ -14,14 +14,11 @@
 // outbox.replay_share of the time (share_wait()). A crash sends again what it sent since the
 // last UPDATE: at least once, as everywhere.
 #include <algorithm>
-#include <chrono>
 #include <ctime>
-#include <vector>
 
 #include "relay/replay.hpp"
 
 #include "core/pacing.hpp"
-#include "core/replay_progress.hpp"
 #include "pg/boundary.hpp"
 #include "pg/relay_databases.hpp"
 #include "pg/relay_shmem.hpp"
@@ -47,23 +44,6 @@ constexpr const char* kLoadSql =
     "       r.upto_seq, COALESCE((SELECT s.low_water FROM outbox.relay_state s), 0) "
     "  FROM outbox.replays r WHERE r.state = 'running' ORDER BY r.id LIMIT 1";
 
-// Published, as every reader decides it (docs/design.md, "The delivery log"): marked on its
-// row, or below the low-water mark and neither dead nor waiting for a retry, or in the log.
-constexpr const char* kFetchSql = OUTBOX_FETCH_COLUMNS
-    "  FROM outbox.events "
-    " WHERE part_at >= $2 AND part_at < $3 AND seq > $4 AND seq <= $5 "
-    "   AND dead_at IS NULL "
-    "   AND (published_at IS NOT NULL "
-    "        OR (next_attempt_at IS NULL "
-    "            AND (seq < $10 OR outbox._delivered_at(seq) IS NOT NULL))) ";
-// The filters, each added only when the replay has it: written as `$6 IS NULL OR ...`, a
-// kept (generic) plan would test all four on every row.
-constexpr const char* kFilterSql[4] = {" AND aggregatetype = $6", " AND type = $7",
-                                       " AND aggregateid = $8", " AND id = ANY ($9)"};
-constexpr const char* kFetchOrderSql = " ORDER BY seq LIMIT $1";
-constexpr Oid kFetchTypes[10] = {INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID,      INT8OID,
-                                 TEXTOID, TEXTOID,        TEXTOID,        UUIDARRAYOID, INT8OID};
-
 // The progress of the current replay, saved at most once a second (Replayer::save()).
 constexpr const char* kProgressSql =
     "UPDATE outbox.replays SET position = GREATEST(position, $2), "
@@ -78,7 +58,6 @@ constexpr const char* kFinishSql =
     "       finished_at = now(), updated_at = now() "
     " WHERE id = $1 AND state = 'running' RETURNING events_sent, events_skipped";
 constexpr Oid kProgressTypes[5] = {INT8OID, INT8OID, INT8OID, INT8OID, TEXTOID};
-constexpr int64 kSaveEveryUs = 1000 * 1000;
 // How recently the relays must have sent for live events to count as flowing.
 constexpr int64 kLiveWindowUs = 1000 * 1000;
 // A batch that took long (a slow destination) does not make the worker wait for minutes.
@@ -133,7 +112,7 @@ void Replayer::save_at_exit() {
   try {
     begin_worker_transaction("outbox replay: saving its progress");
     lock_events_first();
-    save(unsaved_.id, kProgressSql);
+    save(unsaved_.id, Mark::kProgress);
     commit_worker_transaction(iteration_);
   } catch (const PgError& e) {
     abort_worker_transaction(iteration_);
@@ -157,7 +136,8 @@ int Replayer::step() {
     Replay replay{};
     const bool found = load(replay);
     // The replay it was sending ended (cancelled): what it sent of it goes on its row.
-    if (unsaved_.id != 0 && (!found || replay.id != unsaved_.id)) save(unsaved_.id, kProgressSql);
+    if (unsaved_.id != 0 && (!found || replay.id != unsaved_.id))
+      save(unsaved_.id, Mark::kProgress);
     if (!found) {
       commit_worker_transaction(iteration_);
       unsaved_ = Unsaved{};
@@ -212,121 +192,11 @@ bool Replayer::load(Replay& replay) {
   });
 }
 
-// In the step's transaction, which it commits: one batch of `replay`, sent and recorded.
-int Replayer::send_batch(const Replay& replay) {
-  const bool has[4] = {replay.has_aggregatetype, replay.has_type, replay.has_aggregateid,
-                       replay.has_ids};
-  int filters = 0;
-  for (int i = 0; i < 4; ++i) filters |= has[i] ? 1 << i : 0;
-  std::string sql;
-  if (fetch_plans_[filters] == nullptr) {
-    sql = kFetchSql;
-    for (int i = 0; i < 4; ++i) sql += has[i] ? kFilterSql[i] : "";
-    sql += kFetchOrderSql;
-  }
-  Fetched& out = batch_.fetched;
-  guard([&] {
-    if (fetch_plans_[filters] == nullptr) {
-      fetch_plans_[filters] = prepare_kept(sql.c_str(), 10, kFetchTypes);
-    }
-    const int limit = settings.batch_size;
-    MemoryContextReset(batch_.memory);
-    out = Fetched{static_cast<Row*>(MemoryContextAllocZero(batch_.memory, sizeof(Row) * limit)), 0,
-                  false, InvalidXLogRecPtr};
-    const Datum values[10] = {Int64GetDatum(limit),
-                              replay.since,
-                              replay.until,
-                              Int64GetDatum(replay.position),
-                              Int64GetDatum(replay.upto_seq),
-                              replay.aggregatetype,
-                              replay.type,
-                              replay.aggregateid,
-                              replay.ids,
-                              Int64GetDatum(replay.low_water)};
-    const bool nulls[10] = {false,
-                            false,
-                            false,
-                            false,
-                            false,
-                            !replay.has_aggregatetype,
-                            !replay.has_type,
-                            !replay.has_aggregateid,
-                            !replay.has_ids,
-                            false};
-    RowReceiver receiver;
-    init_row_receiver(receiver, batch_, &scratch_, limit, 0, settings.batch_max_bytes);
-    run_into(fetch_plans_[filters], 10, values, nulls, kFetchTypes, receiver);
-  });
-  if (out.count == 0) {
-    save(replay.id, kFinishSql);
-    commit_worker_transaction(iteration_);
-    unsaved_ = Unsaved{};
-    failures_ = 0;
-    return 0;
-  }
-
-  replay_id_ = std::to_string(replay.id);
-  fill_messages(batch_);
-  for (sinks::Message& m : batch_.messages) m.headers.emplace_back(kReplayHeader, replay_id_);
-  report_.publish(WorkerState::kSending);
-  const int count = out.count;
-  guard([&] {
-    pgstat_report_activity(STATE_RUNNING, psprintf("outbox replay %ld: sending %d events",
-                                                   static_cast<long>(replay.id), count));
-  });
-  batch_.outcomes.assign(count, sinks::Outcome{});
-  try {
-    session_.sink().start(batch_.messages, batch_.outcomes,
-                          std::chrono::milliseconds(settings.send_timeout_ms));
-    session_.sink().finish();
-  } catch (const std::exception& e) {
-    for (auto& o : batch_.outcomes) o = {sinks::Delivery::kUnavailable, e.what()};
-  }
-
-  // The position moves over the events sent or refused in order (core/replay_progress.hpp); a
-  // refused one is skipped, its error kept.
-  std::vector<replay::Outcome> outcomes(count);
-  std::vector<int64> seqs(count);
-  std::string error;
-  for (int i = 0; i < count; ++i) {
-    const sinks::Outcome& o = batch_.outcomes[i];
-    seqs[i] = out.rows[i].seq;
-    outcomes[i] = o.delivery == sinks::Delivery::kAcked      ? replay::Outcome::kSent
-                  : o.delivery == sinks::Delivery::kRejected ? replay::Outcome::kRefused
-                                                             : replay::Outcome::kNotSent;
-    if (o.delivery == sinks::Delivery::kRejected) error = "event rejected: " + o.error;
-  }
-  const replay::Progress progress =
-      replay::advance(replay.position, seqs.data(), outcomes.data(), count);
-  if (progress.first_not_sent >= 0 && error.empty()) {
-    error = "sink unavailable: " + batch_.outcomes[progress.first_not_sent].error;
-  }
-  // The messages are kept, their header vectors with their capacity: fill_messages() sets
-  // every field before the next send, and nothing reads them in between.
-  guard([&] { MemoryContextReset(batch_.memory); });
-  unsaved_.position = progress.position;
-  unsaved_.sent += progress.sent;
-  unsaved_.skipped += progress.skipped;
-  if (!error.empty()) unsaved_.error = error;
-  // Its batches write nothing, so they take no transaction id: the commit log's LSN of a
-  // group of transactions is the newest asynchronous commit's among them, and a commit per
-  // batch would make the relays flush the WAL for their writers' events (durability.cpp).
-  // The progress goes to the row once a second: after a crash, at most that is sent again.
-  const bool moved = progress.position != replay.position;
-  const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
-  if (!moved || now - saved_at_ >= kSaveEveryUs) save(replay.id, kProgressSql);
-  commit_worker_transaction(iteration_);
-  // Nothing moved: the destination is down, or the batch's first event keeps failing.
-  if (!moved) return back_off(error);
-  failures_ = 0;
-  report_.publish(WorkerState::kIdle);
-  return 0;
-}
-
-// In the step's transaction: the unsaved progress onto replay `id`'s row, with kProgressSql,
-// or with kFinishSql when it has sent everything.
-void Replayer::save(int64 id, const char* sql) {
-  const bool finish = sql == kFinishSql;
+// In the step's transaction: the unsaved progress onto replay `id`'s row; kDone when it has
+// sent everything.
+void Replayer::save(int64 id, Mark mark) {
+  const bool finish = mark == Mark::kDone;
+  const char* sql = finish ? kFinishSql : kProgressSql;
   const char* error = unsaved_.error.empty() ? nullptr : unsaved_.error.c_str();
   const Unsaved& u = unsaved_;
   guard([&] {

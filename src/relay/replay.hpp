@@ -7,6 +7,7 @@
 #include <random>
 #include <string>
 
+#include "core/replay_progress.hpp"
 #include "pg/postgres.hpp"
 #include "relay/batch.hpp"
 #include "relay/session.hpp"
@@ -35,9 +36,15 @@ class Replayer {
   // One batch of the oldest running replay; returns how long to wait before the next step,
   // or -1 when no replay runs.
   int step();
-  int send_batch(const Replay& replay);
   bool load(Replay& replay);
-  void save(int64 id, const char* sql);
+  // One batch of `replay` (replay_batch.cpp), in the step's transaction, which it commits.
+  int send_batch(const Replay& replay);
+  int fetch(const Replay& replay);
+  void send();
+  // The batch's outcomes: the position they move to, and the error that held it.
+  replay::Progress progress_of(const Replay& replay, std::string& error);
+  enum class Mark { kProgress, kDone };
+  void save(int64 id, Mark mark);
   void save_at_exit();
   int back_off(const std::string& error);
   // The wait between steps, shown as `activity` in pg_stat_activity.
