@@ -22,6 +22,11 @@ int with_jitter(int ms, std::mt19937_64& rng) {
   return jittered < 1 ? 1 : jittered;
 }
 
+int Failures::failed(int min_ms, int max_ms, bool at_max) {
+  if (count_ < INT32_MAX) ++count_;
+  return with_jitter(at_max ? max_ms : backoff_ms(min_ms, max_ms, count_), rng_);
+}
+
 int64_t BatchPacer::wait_us(int64_t now_us, int64_t max_interval_us) const {
   if (full_ || max_interval_us <= 0) return 0;
   const auto spacing = std::min<int64_t>(max_interval_us, std::llround(cost_us_ / kShare));

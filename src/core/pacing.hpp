@@ -18,6 +18,24 @@ int backoff_ms(int min_ms, int max_ms, int attempt);
 // all come back at once; a rejected event's retry time does not (docs/reference.md).
 int with_jitter(int ms, std::mt19937_64& rng);
 
+// A worker's failures in a row, and the wait after each: the one back-off of the relay and
+// the replay worker (backoff_ms() with jitter).
+class Failures {
+ public:
+  explicit Failures(uint64_t seed) : rng_(seed) {}
+  // One more failure: the wait before the next try. `at_max`: the longest wait at once (a
+  // configuration error, which no retry soon will mend).
+  int failed(int min_ms, int max_ms, bool at_max = false);
+  void succeeded() { count_ = 0; }
+  int count() const { return count_; }
+  // The first failure and then at doubling counts: a log line for those, not every retry.
+  bool worth_a_log_line() const { return count_ > 0 && (count_ & (count_ - 1)) == 0; }
+
+ private:
+  int count_ = 0;
+  std::mt19937_64 rng_;
+};
+
 // When the next batch starts: at once, unless the relay would then spend more than
 // kShare of a core on batches that commits could share. Under a stream of small commits every
 // commit wakes the relay, and a batch per commit costs the relay a fixed CPU price (its

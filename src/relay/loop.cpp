@@ -26,7 +26,7 @@ namespace outbox::pg::relay {
 
 Relay::Relay(int slot, int worker)
     : slot_(slot),
-      rng_(static_cast<uint64>(MyProcPid) * 2654435761u),
+      failures_(static_cast<uint64>(MyProcPid) * 2654435761u),
       report_(slot, worker),
       ownership_(slot, worker) {}
 
@@ -100,7 +100,7 @@ Relay::Pause Relay::step() {
     }
     if (result.unavailable > 0) {
       mark_.restart_tracking();
-      failures_ = 0;
+      failures_.succeeded();
       counters.backoff_until = 0;
       report_.record_error(result.first_unavailable);
       report_.publish(WorkerState::kIdle);
@@ -111,7 +111,7 @@ Relay::Pause Relay::step() {
       mark_.restart_tracking();
       return {Pause::kForEvents, 0};
     }
-    failures_ = 0;
+    failures_.succeeded();
     counters.backoff_until = 0;
     report_.publish(WorkerState::kIdle);
     if (result.full) return {Pause::kForEvents, 0};
@@ -140,12 +140,8 @@ Relay::Pause Relay::step() {
 // Exponential back-off with jitter; no transaction is open while it runs.
 int Relay::back_off(const std::string& error, bool at_max) {
   mark_.restart_tracking();
-  ++failures_;
   const int delay_ms =
-      pacing::with_jitter(at_max ? settings.retry_backoff_max_ms
-                                 : pacing::backoff_ms(settings.retry_backoff_min_ms,
-                                                      settings.retry_backoff_max_ms, failures_),
-                          rng_);
+      failures_.failed(settings.retry_backoff_min_ms, settings.retry_backoff_max_ms, at_max);
   report_.record_error(error);
   RelayStatsDelta backoff;
   backoff.backoffs = 1;
@@ -153,11 +149,10 @@ int Relay::back_off(const std::string& error, bool at_max) {
   const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
   report_.counters().backoff_until = now + static_cast<TimestampTz>(delay_ms) * 1000;
   report_.publish(WorkerState::kBackoff);
-  // Log the first failure and then at doubling intervals, not every retry.
-  if ((failures_ & (failures_ - 1)) == 0) {
+  if (failures_.worth_a_log_line()) {
     guard([&] {
       ereport(LOG, (errmsg("outbox relay %d: %s; retrying in %d ms (failure %d)", report_.number(),
-                           error.c_str(), delay_ms, failures_)));
+                           error.c_str(), delay_ms, failures_.count())));
     });
   }
   return delay_ms;

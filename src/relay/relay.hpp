@@ -86,7 +86,8 @@ class Relay {
   void abort_transaction();
 
   const int slot_;
-  std::mt19937_64 rng_;
+  // Failed passes in a row: the back-off.
+  pacing::Failures failures_;
   MemoryContext iteration_ = nullptr;
   // What the relay's shared-memory slot says: commits that enqueue set its latch.
   bool wake_on_commit_ = true;
@@ -99,8 +100,6 @@ class Relay {
   Queue queue_;
   // Worker 1 looked for a replay left running, once the sink was ready.
   bool replays_checked_ = false;
-  // Failed passes in a row: the back-off's attempt.
-  int failures_ = 0;
   pacing::BatchPacer pacer_;
 };
 

@@ -18,7 +18,6 @@
 
 #include "relay/replay.hpp"
 
-#include "core/pacing.hpp"
 #include "pg/boundary.hpp"
 #include "pg/relay_databases.hpp"
 #include "pg/relay_shmem.hpp"
@@ -71,7 +70,7 @@ bool replays_table_exists() {
 }  // namespace
 
 Replayer::Replayer(int slot, int worker)
-    : slot_(slot), rng_(static_cast<uint64>(MyProcPid) * 2654435761u), report_(slot, worker) {}
+    : slot_(slot), failures_(static_cast<uint64>(MyProcPid) * 2654435761u), report_(slot, worker) {}
 
 void Replayer::run() {
   guard([&] {
@@ -246,19 +245,17 @@ int Replayer::share_wait(std::clock_t cpu_started) {
 
 // Exponential back-off with jitter, as the relay's; no transaction is open while it runs.
 int Replayer::back_off(const std::string& error) {
-  ++failures_;
-  const int delay_ms = pacing::with_jitter(
-      pacing::backoff_ms(settings.retry_backoff_min_ms, settings.retry_backoff_max_ms, failures_),
-      rng_);
+  const int delay_ms =
+      failures_.failed(settings.retry_backoff_min_ms, settings.retry_backoff_max_ms);
   report_.record_error(error);
   const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
   backoff_until_ = now + static_cast<TimestampTz>(delay_ms) * 1000;
   report_.counters().backoff_until = backoff_until_;
   report_.publish(WorkerState::kBackoff);
-  if ((failures_ & (failures_ - 1)) == 0) {
+  if (failures_.worth_a_log_line()) {
     guard([&] {
       ereport(LOG, (errmsg("outbox replay: %s; retrying in %d ms (failure %d)", error.c_str(),
-                           delay_ms, failures_)));
+                           delay_ms, failures_.count())));
     });
   }
   return delay_ms;

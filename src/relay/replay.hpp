@@ -4,9 +4,9 @@
 #pragma once
 
 #include <ctime>
-#include <random>
 #include <string>
 
+#include "core/pacing.hpp"
 #include "core/replay_progress.hpp"
 #include "pg/postgres.hpp"
 #include "relay/batch.hpp"
@@ -54,7 +54,7 @@ class Replayer {
   int share_wait(std::clock_t cpu_started);
 
   const int slot_;
-  std::mt19937_64 rng_;
+  pacing::Failures failures_;
   MemoryContext iteration_ = nullptr;
   Report report_;
   Batch batch_;  // before the session: the sink may still read its messages
@@ -71,7 +71,6 @@ class Replayer {
   TimestampTz saved_at_ = 0;
   StringInfoData scratch_{};
   std::string replay_id_;  // the header's value, while a batch is out
-  int failures_ = 0;
   TimestampTz backoff_until_ = 0;
   uint64 live_batches_ = 0;       // the relays' batches at the last look
   TimestampTz live_seen_at_ = 0;  // when they last moved

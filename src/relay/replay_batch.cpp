@@ -48,7 +48,7 @@ int Replayer::send_batch(const Replay& replay) {
     save(replay.id, Mark::kDone);
     commit_worker_transaction(iteration_);
     unsaved_ = Unsaved{};
-    failures_ = 0;
+    failures_.succeeded();
     return 0;
   }
   replay_id_ = std::to_string(replay.id);
@@ -75,7 +75,7 @@ int Replayer::send_batch(const Replay& replay) {
   commit_worker_transaction(iteration_);
   // Nothing moved: the destination is down, or the batch's first event keeps failing.
   if (!moved) return back_off(error);
-  failures_ = 0;
+  failures_.succeeded();
   report_.publish(WorkerState::kIdle);
   return 0;
 }

@@ -282,21 +282,33 @@ is_deeply(\@disordered, [], "replay $crashed: each key's copies in order of firs
 #     goes on and sends the whole replay. The share counts the worker's CPU time, which a
 #     batch of 20 barely uses: 4,000 more events make the replay long enough (some 200
 #     batches, each followed by a wait of 1 ms and 99 times its CPU time) to be seen waiting.
+#     The live events flow from a loop in the server, a commit every 20 ms whatever the
+#     test's own pace, until the loop sees the worker waiting (and notes the replay's state
+#     then), or for at most a minute.
 $node->safe_psql('postgres', q{ALTER SYSTEM SET outbox.replay_share = 1; SELECT pg_reload_conf()});
 enqueue_orders(20, 40, 'bulk');
 wait_published($node, 'true', 'before the shared replay: everything published');
 my @expected_share = sort keys %enqueued;
 my $shared = $node->safe_psql('postgres', q{SELECT outbox.replay('-infinity', now())});
-my $waited = 0;
-for (1 .. 300) {
-	enqueue_orders(1, 1, 'share');
-	$waited = $node->safe_psql('postgres', q{
-		SELECT count(*) FROM pg_stat_activity
-		 WHERE backend_type = 'outbox replay' AND query = 'outbox replay: leaving live events their share'});
-	last if $waited;
-}
-ok($waited, "replay $shared: waits for its share while live events flow");
-is($node->safe_psql('postgres', qq{SELECT state FROM outbox.replays WHERE id = $shared}), 'running',
+$node->safe_psql('postgres', qq{CREATE TABLE share_seen (replay_state text);
+DO \$\$
+BEGIN
+	FOR i IN 1 .. 3000 LOOP
+		PERFORM outbox.enqueue('order', 'live', 'OrderCreated', jsonb_build_object('n', i, 'tag', 'share'));
+		COMMIT;
+		IF EXISTS (SELECT FROM pg_stat_activity
+		            WHERE backend_type = 'outbox replay'
+		              AND query = 'outbox replay: leaving live events their share') THEN
+			INSERT INTO share_seen SELECT state FROM outbox.replays WHERE id = $shared;
+			EXIT;
+		END IF;
+		PERFORM pg_sleep(0.02);
+	END LOOP;
+END
+\$\$});
+is($node->safe_psql('postgres', 'SELECT count(*) FROM share_seen'), '1',
+	"replay $shared: waits for its share while live events flow");
+is($node->safe_psql('postgres', 'SELECT replay_state FROM share_seen'), 'running',
 	"replay $shared: still running then");
 wait_replay_done($shared, "replay $shared: done once the live events stopped");
 $t = read_topic();

@@ -4,6 +4,7 @@
 
 #include <climits>
 #include <random>
+#include <vector>
 
 namespace {
 
@@ -175,3 +176,42 @@ TEST(Cpu, ThreadCpuTimeMovesWithWork) {
 }
 
 }  // namespace
+
+TEST(Failures, EachFailureWaitsTheNextBackoffWithJitter) {
+  outbox::pacing::Failures failures(7);
+  for (int attempt = 1; attempt <= 8; ++attempt) {
+    const int ms = failures.failed(100, 5000);
+    const int full = outbox::pacing::backoff_ms(100, 5000, attempt);
+    EXPECT_GE(ms, full / 2) << "attempt " << attempt;
+    EXPECT_LT(ms, full) << "attempt " << attempt;
+    EXPECT_EQ(failures.count(), attempt);
+  }
+}
+
+TEST(Failures, AtMaxWaitsTheLongestAtOnce) {
+  outbox::pacing::Failures failures(7);
+  const int ms = failures.failed(100, 5000, true);
+  EXPECT_GE(ms, 2500);
+  EXPECT_LT(ms, 5000);
+}
+
+TEST(Failures, ASuccessStartsOver) {
+  outbox::pacing::Failures failures(7);
+  for (int i = 0; i < 5; ++i) failures.failed(100, 5000);
+  failures.succeeded();
+  EXPECT_EQ(failures.count(), 0);
+  const int ms = failures.failed(100, 5000);
+  EXPECT_GE(ms, 50);
+  EXPECT_LT(ms, 100);
+}
+
+TEST(Failures, ALogLineForTheFirstAndThenAtDoublingCounts) {
+  outbox::pacing::Failures failures(7);
+  EXPECT_FALSE(failures.worth_a_log_line());
+  std::vector<int> logged;
+  for (int i = 1; i <= 20; ++i) {
+    failures.failed(1, 10);
+    if (failures.worth_a_log_line()) logged.push_back(failures.count());
+  }
+  EXPECT_EQ(logged, (std::vector<int>{1, 2, 4, 8, 16}));
+}
