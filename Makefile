@@ -1,6 +1,10 @@
 # outbox: PostgreSQL extension, built with PGXS.
 EXTENSION = outbox
 EXTVERSION = 0.7.0
+# The PostgreSQL majors that are tested (CI, .ci/run): the one list. test/versions.sh checks
+# outbox.control, META.json, README.md, docs/install.md, debian/pgversions and .ci/run
+# against it. Others may build (docs/install.md) but are not tested.
+PG_MAJORS = 15 18
 MODULE_big = outbox
 # What of src/sinks is outbox.so's too: the option rules (src/sinks/common/option_rules.cpp
 # and option_files.cpp), which configure_sink applies before a sink sees its options
@@ -93,5 +97,6 @@ format-check:
 format:
 	clang-format -i $(FORMATTED)
 
-# Sink libraries (outbox_sink_<name>.so) and their unit tests: see src/sinks/sinks.mk.
+# Sink libraries (outbox_sink_<name>.so), the sink host program (outbox_sink_host) and the
+# test tools: see src/sinks/sinks.mk. Their unit tests are built by test/unit/Makefile.
 -include src/sinks/sinks.mk

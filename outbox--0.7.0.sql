@@ -144,6 +144,16 @@ CREATE TABLE outbox.relay_state (
 );
 INSERT INTO outbox.relay_state DEFAULT VALUES;
 
+-- Since when outbox.events holds every event it was given: the upper bound of the newest
+-- partition rotation has dropped (no row: it has dropped none). replay() refuses only a
+-- window that starts before it. Dumped: a restore keeps what was lost before it.
+CREATE TABLE outbox.retained_since (
+    singleton pg_catalog.bool        PRIMARY KEY DEFAULT true CHECK (singleton),
+    since     pg_catalog.timestamptz NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('outbox.retained_since'::pg_catalog.regclass, '');
+REVOKE ALL ON outbox.retained_since FROM PUBLIC;
+
 -- Per-key order with several relay workers (docs/design.md, "Order"): keys hash to 64
 -- shards, each sent by one worker at a time. Inlined into the relay's queries (no SET
 -- clause; it names only pg_catalog objects).
@@ -388,11 +398,12 @@ BEGIN
 END
 $$;
 
--- Takes the ACCESS EXCLUSIVE lock that dropping a partition of p_table needs. Waiting for it
--- would queue every writer behind rotation, so it waits only briefly (as PgQ does), at most
--- outbox.rotate_lock_timeout; 0 means NOWAIT: never queue at all. False, with a NOTICE, when
--- the lock was not granted in time.
-CREATE FUNCTION outbox._lock_to_drop(p_table regclass, p_timeout_ms integer)
+-- Takes a lock that rotation needs on p_table (p_mode: a lock mode, from rotation's own
+-- code only). Waiting for it could queue writers or consumers behind rotation, and waiting
+-- without limit would stall them all, so it waits at most outbox.rotate_lock_timeout; 0
+-- means NOWAIT: never queue at all (as PgQ does). False, with a NOTICE, when the lock was not
+-- granted in time: p_left, the work that needed it, is left for the next run.
+CREATE FUNCTION outbox._lock_for_rotation(p_table regclass, p_mode text, p_timeout_ms integer, p_left text)
 RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -402,17 +413,28 @@ DECLARE
 BEGIN
     PERFORM set_config('lock_timeout', p_timeout_ms || 'ms', true);
     BEGIN
-        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE%s', p_table,
+        EXECUTE format('LOCK TABLE %s IN %s MODE%s', p_table, p_mode,
                        CASE WHEN p_timeout_ms = 0 THEN ' NOWAIT' ELSE '' END);
     EXCEPTION WHEN lock_not_available THEN
         PERFORM set_config('lock_timeout', v_old_timeout, true);
-        RAISE NOTICE 'outbox.rotate: % is busy; dropping old partitions is left for the next run', p_table
+        RAISE NOTICE 'outbox.rotate: % is busy; % is left for the next run', p_table, p_left
             USING DETAIL = format('The lock was not granted within %s ms.', p_timeout_ms);
         RETURN false;
     END;
     PERFORM set_config('lock_timeout', v_old_timeout, true);
     RETURN true;
 END
+$$;
+REVOKE ALL ON FUNCTION outbox._lock_for_rotation(regclass, text, integer, text) FROM PUBLIC;
+
+-- The ACCESS EXCLUSIVE lock that dropping a partition of p_table needs, bounded as every
+-- lock of rotation is.
+CREATE FUNCTION outbox._lock_to_drop(p_table regclass, p_timeout_ms integer)
+RETURNS boolean
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT outbox._lock_for_rotation(p_table, 'ACCESS EXCLUSIVE', p_timeout_ms, 'dropping old partitions')
 $$;
 REVOKE ALL ON FUNCTION outbox._lock_to_drop(regclass, integer) FROM PUBLIC;
 
@@ -450,6 +472,14 @@ BEGIN
     END IF;
 
     SELECT * INTO s FROM outbox._partition_settings();
+    -- The lock that making partitions takes (_create_partitions), bounded: an operator's
+    -- ANALYZE, say, holds it.
+    IF NOT outbox._lock_for_rotation('outbox.events', 'SHARE UPDATE EXCLUSIVE', s.lock_timeout_ms,
+                                     'making and dropping partitions') THEN
+        RETURN QUERY SELECT 'skipped', NULL::text, NULL::timestamptz, NULL::timestamptz,
+                            'outbox.events is busy: its lock was not granted in time'::text;
+        RETURN;
+    END IF;
     FOR c IN SELECT * FROM outbox._create_partitions(v_now) LOOP
         v_created := v_created || c.partition;
         action := c.action;
@@ -507,6 +537,12 @@ BEGIN
     SELECT r.low_water INTO v_low_water FROM outbox.relay_state r;
     FOR p IN SELECT q.* FROM outbox.partitions q WHERE q.name = ANY (v_candidates) ORDER BY q.lower_bound
     LOOP
+        -- A session reading the partition itself holds a lock on it alone.
+        IF NOT outbox._lock_for_rotation(format('outbox.%I', p.name)::regclass, 'ACCESS EXCLUSIVE',
+                                         s.lock_timeout_ms, 'dropping it') THEN
+            RETURN QUERY SELECT 'skipped', p.name, p.lower_bound, p.upper_bound, 'lock not granted in time'::text;
+            CONTINUE;
+        END IF;
         IF EXISTS (SELECT 1 FROM outbox.replays r
                     WHERE r.state = 'running' AND r.since < p.upper_bound AND r.until > p.lower_bound) THEN
             RETURN QUERY SELECT 'kept', p.name, p.lower_bound, p.upper_bound, 'a running replay reads it'::text;
@@ -526,6 +562,8 @@ BEGIN
         END IF;
         EXECUTE format('DROP TABLE outbox.%I', p.name);
         DELETE FROM outbox.partitions q WHERE q.name = p.name;
+        INSERT INTO outbox.retained_since AS r (since) VALUES (p.upper_bound)
+            ON CONFLICT (singleton) DO UPDATE SET since = greatest(r.since, EXCLUDED.since);
         RETURN QUERY SELECT 'dropped', p.name, p.lower_bound, p.upper_bound, NULL::text;
     END LOOP;
     -- The delivery log's rows below the oldest event left name only events that are gone.
@@ -641,6 +679,14 @@ BEGIN
     END IF;
     SELECT * INTO s FROM outbox._partition_settings();
     v_retention := outbox._inbox_retention();
+    -- The lock that making partitions takes (_create_inbox_partitions), bounded: a consumer
+    -- whose inbox_receive made a partition holds it until its transaction ends.
+    IF NOT outbox._lock_for_rotation('outbox.inbox', 'SHARE UPDATE EXCLUSIVE', s.lock_timeout_ms,
+                                     'rotating the inbox') THEN
+        RETURN QUERY SELECT 'skipped', NULL::text, NULL::timestamptz, NULL::timestamptz,
+                            'outbox.inbox is busy: its lock was not granted in time'::text;
+        RETURN;
+    END IF;
     RETURN QUERY SELECT * FROM outbox._create_inbox_partitions(v_now);
     IF v_retention = 0 THEN
         RETURN;
@@ -763,8 +809,10 @@ REVOKE ALL ON FUNCTION outbox.bind_inbox_consumer(pg_catalog.text, pg_catalog.re
 REVOKE ALL ON FUNCTION outbox.unbind_inbox_consumer(pg_catalog.text, pg_catalog.regrole) FROM PUBLIC;
 REVOKE ALL ON outbox.inbox_consumers FROM PUBLIC;
 
--- Rotation, as pg_cron runs it: the events' partitions, then the inbox's. Each part takes
--- its own locks, and can run alone (outbox.rotate_inbox()).
+-- Rotation, as pg_cron runs it: the inbox's partitions, then the events'. Each part takes
+-- its own locks, each wait bounded by outbox.rotate_lock_timeout, and can run alone
+-- (outbox.rotate_inbox()). The inbox comes first so that no wait for its locks ever happens
+-- while this transaction holds the events' lock, which writers and the relay need.
 CREATE FUNCTION outbox.rotate()
 RETURNS TABLE (action text, partition text, lower_bound timestamptz, upper_bound timestamptz, detail text)
 LANGUAGE plpgsql
@@ -772,8 +820,8 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN QUERY SELECT * FROM outbox._rotate_events();
     RETURN QUERY SELECT * FROM outbox.rotate_inbox();
+    RETURN QUERY SELECT * FROM outbox._rotate_events();
 END
 $$;
 COMMENT ON FUNCTION outbox.rotate() IS
@@ -864,12 +912,17 @@ SET search_path = pg_catalog, pg_temp;
 -- max(id) - last_id (which reads zero while events are being lost). It reads index ranges
 -- above the relay's low-water mark and the retries: it costs what the backlog costs. A held
 -- key is one whose earliest unresolved event waits for a retry (a rejection, or a transient
--- failure while other keys were delivered); its later events wait behind it.
+-- failure while other keys were delivered); its later events wait behind it. last_error
+-- stays for diagnosis; last_error_current says whether it still holds: no event was
+-- acknowledged since (outbox.relay_metrics' last_error_current, the same test).
 CREATE VIEW outbox.status AS
 SELECT w.worker, w.pid, w.state, w.sink, w.batches, w.events_sent, w.events_failed,
        w.events_dead, w.last_error, w.last_error_at, w.last_success_at, w.backoff_until,
        q.unpublished, q.oldest_unpublished_age, d.dead_lettered, w.database, w.detail,
-       w.shards, h.held_keys, o.oldest_held_key, o.oldest_held_error, o.oldest_held_age
+       w.shards, h.held_keys, o.oldest_held_key, o.oldest_held_error, o.oldest_held_age,
+       (w.last_error_at IS NOT NULL
+        AND (w.last_success_at IS NULL
+             OR w.last_error_at OPERATOR(pg_catalog.>) w.last_success_at)) AS last_error_current
   FROM (SELECT pg_catalog.count(*) AS unpublished,
                pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.min(e.created_at)
                  AS oldest_unpublished_age
@@ -969,6 +1022,45 @@ SELECT pg_catalog.pg_extension_config_dump('outbox.dead_letter_actions'::pg_cata
 COMMENT ON TABLE outbox.dead_letter_actions IS
   'Every requeue_dead() and discard_dead() that acted: when, by whom (the session''s user), with which filter, on how many events.';
 
+-- The filters that replay(), requeue_dead() and discard_dead() take, checked before they are
+-- used or stored. A name that no event can have (empty, or over 255 characters: enqueue
+-- refuses both) would match nothing: refused, as enqueue refuses it (22023, 22001). A LIKE
+-- pattern over 1000 characters (54000): no real last_error needs one that long to be told
+-- apart, and each row's match and the log line would pay for it. No message repeats a value.
+CREATE FUNCTION outbox._check_filters(p_function text, p_aggregatetype text, p_type text,
+                                      p_aggregateid text, p_error_like text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    f record;
+BEGIN
+    FOR f IN SELECT v.name, v.value FROM (VALUES ('aggregatetype', p_aggregatetype), ('type', p_type),
+                                                 ('aggregateid', p_aggregateid)) v(name, value)
+              WHERE v.value IS NOT NULL LOOP
+        IF f.value = '' THEN
+            RAISE EXCEPTION '%: the % filter is empty', p_function, f.name
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = format('No event has an empty %s.', f.name),
+                      HINT = format('Pass NULL for any %s.', f.name);
+        END IF;
+        IF length(f.value) > 255 THEN
+            RAISE EXCEPTION '%: the % filter is too long', p_function, f.name
+                USING ERRCODE = 'string_data_right_truncation',
+                      DETAIL = format('It has %s characters; an event''s %s has at most 255.',
+                                      length(f.value), f.name);
+        END IF;
+    END LOOP;
+    IF length(p_error_like) > 1000 THEN
+        RAISE EXCEPTION '%: error_like is too long', p_function
+            USING ERRCODE = 'program_limit_exceeded',
+                  DETAIL = format('It has %s characters; a pattern may have at most 1000.',
+                                  length(p_error_like));
+    END IF;
+END
+$$;
+
 CREATE FUNCTION outbox._act_on_dead(p_action text, p_aggregatetype text, p_type text,
                                     p_error_like text, p_dead_after timestamptz,
                                     p_dead_before timestamptz, p_dry_run boolean)
@@ -982,6 +1074,7 @@ DECLARE
     v_filter jsonb := jsonb_strip_nulls(jsonb_build_object(
         'aggregatetype', p_aggregatetype, 'type', p_type, 'error_like', p_error_like,
         'dead_after', p_dead_after, 'dead_before', p_dead_before));
+    v_logged text;
 BEGIN
     IF p_dry_run IS NULL THEN
         RAISE EXCEPTION 'outbox.%_dead: dry_run must not be NULL', p_action USING ERRCODE = 'null_value_not_allowed';
@@ -991,6 +1084,8 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = format('dead_after is %s, dead_before %s.', p_dead_after, p_dead_before);
     END IF;
+    PERFORM outbox._check_filters(format('outbox.%s_dead', p_action), p_aggregatetype, p_type,
+                                  NULL, p_error_like);
     -- The dead letters' own index (each partition's _dead), then a recheck under the
     -- UPDATE's row locks: a concurrent requeue or discard takes each event once.
     SELECT array_agg(e.seq) INTO v_seqs FROM outbox.events e
@@ -1017,7 +1112,13 @@ BEGIN
     GET DIAGNOSTICS v_count = ROW_COUNT;
     INSERT INTO outbox.dead_letter_actions (by_user, action, filter, events)
     VALUES (session_user, p_action, v_filter, v_count);
-    RAISE LOG 'outbox: %_dead by %: % events (filter %)', p_action, session_user, v_count, v_filter;
+    -- The log line bounded; the whole filter is in the table.
+    v_logged := v_filter::text;
+    IF length(v_logged) > 1000 THEN
+        v_logged := format('%s... (cut at 1000 of %s characters; the whole filter is in outbox.dead_letter_actions)',
+                           left(v_logged, 1000), length(v_logged));
+    END IF;
+    RAISE LOG 'outbox: %_dead by %: % events (filter %)', p_action, session_user, v_count, v_logged;
     IF p_action = 'requeue' THEN
         PERFORM outbox._count_requeued(v_count);
         PERFORM outbox._notify_relay();
@@ -1047,6 +1148,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$ SELECT outbox._act_on_dead('discard', $1, $2, $3, $4, $5, $6) $$;
 COMMENT ON FUNCTION outbox.discard_dead(text, text, text, timestamptz, timestamptz, boolean) IS
   'Discards the dead letters that match every filter given (none: all of them): kept until rotation, never sent; dry_run counts them only.';
+REVOKE ALL ON FUNCTION outbox._check_filters(text, text, text, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox._act_on_dead(text, text, text, text, timestamptz, timestamptz, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox.requeue_dead(text, text, text, timestamptz, timestamptz, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox.discard_dead(text, text, text, timestamptz, timestamptz, boolean) FROM PUBLIC;
@@ -1101,6 +1203,7 @@ AS $$
 DECLARE
     v_oldest  record;
     v_since   timestamptz := since;
+    v_dropped_until timestamptz;
     v_upto    bigint;
     v_total   bigint;
     v_id      bigint;
@@ -1119,6 +1222,13 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Pass NULL for every id, or at least one id.';
     END IF;
+    IF EXISTS (SELECT FROM unnest(ids) i WHERE i IS NULL) THEN
+        RAISE EXCEPTION 'outbox.replay: ids holds a NULL'
+            USING ERRCODE = 'null_value_not_allowed',
+                  HINT = 'No event has a NULL id: pass the ids without it.';
+    END IF;
+    PERFORM outbox._check_filters('outbox.replay', replay.aggregatetype, replay.type,
+                                  replay.aggregateid, NULL);
     -- Rotation drops partitions under an ACCESS EXCLUSIVE lock on outbox.events: with this
     -- one held, none goes until the replay is committed, and rotation then sees it.
     LOCK TABLE outbox.events IN ACCESS SHARE MODE;
@@ -1128,14 +1238,18 @@ BEGIN
         RAISE EXCEPTION 'outbox.replay: a rotation dropped partitions meanwhile'
             USING ERRCODE = 'serialization_failure', HINT = 'Call it again.';
     END IF;
+    -- A window that starts before what rotation dropped would be replayed in part: refused.
+    -- Before the oldest partition, when rotation dropped nothing, there was never an event.
+    SELECT r.since INTO v_dropped_until FROM outbox.retained_since r;
     IF since = '-infinity' THEN
         v_since := coalesce(v_oldest.lower_bound, since);
-    ELSIF v_oldest.name IS NULL OR since < v_oldest.lower_bound THEN
-        RAISE EXCEPTION 'outbox.replay: the window starts before the oldest retained partition'
+    ELSIF since < v_dropped_until THEN
+        RAISE EXCEPTION 'outbox.replay: the window starts before the events rotation kept'
             USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = format('since is %s; events are kept from %s (outbox.retention).',
-                                  since, coalesce(v_oldest.lower_bound::text, 'nowhere: outbox.events has no partition')),
-                  HINT = 'To replay what is still there, pass since => ''-infinity''.';
+                  DETAIL = format('since is %s; rotation dropped the events before %s (outbox.retention).',
+                                  since, v_dropped_until),
+                  HINT = format('To replay what is still there, pass since => %L, or since => ''-infinity''.',
+                                v_dropped_until);
     END IF;
     -- The events of the window so far; a later one is not part of the replay. The count, for
     -- progress, leaves out dead letters and retries but does not ask the delivery log (a
@@ -1267,7 +1381,10 @@ GRANT EXECUTE ON FUNCTION outbox._cluster_workers() TO pg_monitor;
 CREATE VIEW outbox.cluster_status AS
 SELECT w.database, w.worker, w.pid, w.state, w.sink, w.batches, w.events_sent, w.events_failed,
        w.events_dead, w.last_error, w.last_error_at, w.last_success_at, w.backoff_until,
-       w.detail, w.shards
+       w.detail, w.shards,
+       (w.last_error_at IS NOT NULL
+        AND (w.last_success_at IS NULL
+             OR w.last_error_at OPERATOR(pg_catalog.>) w.last_success_at)) AS last_error_current
   FROM outbox._cluster_workers() w;
 COMMENT ON VIEW outbox.cluster_status IS
   'One row per relay worker of every database of the cluster (running or not, and why); the queue''s lag is in each database''s outbox.status.';
@@ -1405,15 +1522,15 @@ SELECT pg_catalog.current_database()::pg_catalog.text AS datname,
 COMMENT ON VIEW outbox.database_metrics IS
   'The database''s queue (unpublished, ages, held keys, dead letters, partitions, the low-water mark''s lag), relays (running, wanted, capped by outbox.max_workers, starts and exits) and running replays (events left, seconds since their last batch).';
 
--- A label, escaped as the Prometheus text format wants it.
+-- A label, name="value", escaped as the Prometheus text format wants it. A byte that starts
+-- no character of the database's encoding is written as the characters \xHH, and in a
+-- SQL_ASCII database (which takes any bytes, and converts nothing for the client) one that
+-- starts no UTF-8 character: the exposition is valid UTF-8 (src/core/label_value.hpp).
 CREATE FUNCTION outbox._label(name text, value text)
 RETURNS text
-LANGUAGE sql IMMUTABLE STRICT
-SET search_path = pg_catalog, pg_temp
-AS $$
-SELECT name || '="' || replace(replace(replace(value, E'\\', E'\\\\'), '"', E'\\"'), E'\n', E'\\n')
-       || '"'
-$$;
+AS 'MODULE_PATHNAME', 'outbox_label'
+LANGUAGE C IMMUTABLE STRICT
+SET search_path = pg_catalog, pg_temp;
 
 -- Every view above in the Prometheus text exposition format (version 0.0.4), for a scraper
 -- that runs SQL (a textfile collector, a sidecar): the same names the exporter's queries file

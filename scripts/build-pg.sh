@@ -61,6 +61,12 @@ build_dirs=(
   contrib/pg_stat_statements
 )
 
+# shellcheck source=scripts/apt.sh
+. "$(dirname "$0")/apt.sh"
+# Progress lines (scripts/progress.sh) to stderr, too.
+PROGRESS_FD=2
+trap progress_stop EXIT
+
 log() { echo "build-pg: $*" >&2; }
 die() {
   log "$*"
@@ -114,16 +120,9 @@ EOF
 ensure_build_deps() {
   # libipc-run-perl: configure --enable-tap-tests checks for it. bison and flex: 18's
   # tarball no longer carries the generated parsers. No readline: the tests never type.
-  local packages=(build-essential dpkg-dev zlib1g-dev libipc-run-perl bzip2 xz-utils bison flex)
-  local missing=() p
-  for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  [ ${#missing[@]} -eq 0 ] && return
-  log "installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # scripts/apt.sh: no installed package upgraded without a word. Its lines go to stderr
+  # with the rest of the progress (stdout is the pg_config path).
+  apt_install build-essential dpkg-dev zlib1g-dev libipc-run-perl bzip2 xz-utils bison flex >&2
 }
 
 # --- the server -------------------------------------------------------------------------
@@ -171,23 +170,27 @@ build_server() {
   (cd "$work" && dpkg-source --skip-patches -x "$dsc" pg >/dev/null 2>&1) ||
     die "dpkg-source could not unpack $dsc"
   cd "$work/pg"
-  log "configure ${configure_flags[*]} CFLAGS=$build_cflags"
+  progress_start "build-pg: configure ${configure_flags[*]} CFLAGS=$build_cflags"
   ./configure --prefix="$prefix" "${configure_flags[@]}" CFLAGS="$build_cflags" \
     CXXFLAGS="$build_cflags" >"$work/configure.log" 2>&1 ||
     die "configure failed, see $work/configure.log"
+  progress_end
   make -s -C src/port pg_config_paths.h >/dev/null
   check_paths_in_prefix
   local dir
   for dir in "${build_dirs[@]}"; do
-    log "make $dir"
+    progress_start "build-pg: make $dir"
     make -s -j"$jobs" -C "$dir" >>"$work/make.log" 2>&1 || die "make $dir failed, see $work/make.log"
+    progress_end
   done
+  progress_start "build-pg: make install into $prefix"
   for dir in "${build_dirs[@]}"; do
     make -s -C "$dir" install >>"$work/make.log" 2>&1 ||
       die "make -C $dir install failed, see $work/make.log"
   done
   # PGXS's Makefile.global and friends.
   make -s -C src install-local >>"$work/make.log" 2>&1
+  progress_end
   cd "$work"
 }
 
@@ -228,7 +231,7 @@ pg_cron_source() {
 
 build_pg_cron() {
   local src=$1 work=$2
-  log "make pg_cron ($src)"
+  progress_start "build-pg: make pg_cron ($src)"
   # Built in a copy: a given source tree is left as it was.
   cp -a "$src" "$work/pg_cron-build"
   make -s -C "$work/pg_cron-build" -j"$(nproc)" PG_CONFIG="$prefix/bin/pg_config" \
@@ -236,6 +239,7 @@ build_pg_cron() {
   make -s -C "$work/pg_cron-build" install PG_CONFIG="$prefix/bin/pg_config" \
     >>"$work/pg_cron.log" 2>&1 || die "installing pg_cron failed, see $work/pg_cron.log"
   [ -f "$("$prefix/bin/pg_config" --sharedir)/extension/pg_cron.control" ] || die "pg_cron was not installed"
+  progress_end
 }
 
 pg_cron_stamp() {

@@ -40,15 +40,20 @@ sink_read_kafka() {
 # npm registry, or its cache).
 consumers_install() {
   cp -a test/consumers "$work/consumers"
-  (cd "$work/consumers" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || {
+  progress_run "outbox demo: npm ci (test/consumers' packages)" consumers_npm_ci || {
     echo "outbox demo: npm ci failed in a copy of test/consumers (no network?)" >&2
     return 1
   }
 }
 
-# free_port: a TCP port nothing listens on at 127.0.0.1.
+consumers_npm_ci() {
+  (cd "$work/consumers" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+}
+
+# free_port: a TCP port nothing listens on at 127.0.0.1 (node: the nats sink needs it anyway).
 free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  # shellcheck disable=SC2016  # JavaScript
+  node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); });'
 }
 
 # --- http: test/consumers/webhook_receiver.js verifies each request's Standard Webhooks

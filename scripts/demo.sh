@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The main job, end to end, on a throwaway cluster: install what is missing, build and
-# install the extension, start a receiver for the sink, enqueue events in business
-# transactions, let the relay deliver them, read them back with an independent consumer,
-# print outbox.status, and rotate. Run as root on Debian 12:
+# The main job, end to end, on a throwaway cluster: install what is missing
+# (scripts/install-deps.sh: what outbox needs to build and run, not the tests' packages; no
+# installed package upgraded without a word), build and install the extension, start a
+# receiver for the sink, enqueue events in business transactions, let the relay deliver
+# them, read them back with an independent consumer, print outbox.status, and rotate. The
+# long phases (apt, the build, npm) print a line when they start, every 25 s, and at the
+# end. Run as root on Debian 12:
 #   bash scripts/demo.sh                # Kafka: librdkafka's mock cluster (no broker exists
 #                                       # for this machine), read back with kcat
 #   bash scripts/demo.sh --sink http    # webhooks: test/consumers/webhook_receiver.js
@@ -22,7 +25,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --sink) sink=${2:-}; shift 2 || { echo "--sink needs a value" >&2; exit 2; } ;;
     --sink=*) sink=${1#--sink=}; shift ;;
-    -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "usage: $0 [--sink kafka|http|nats]" >&2; exit 2 ;;
   esac
 done
@@ -37,20 +40,25 @@ if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
   exit 1
 fi
 
+# shellcheck source=scripts/progress.sh
+. scripts/progress.sh
+trap progress_stop EXIT
 bash scripts/install-deps.sh
 # After install-deps: on a fresh machine there is no pg_config before it.
 . scripts/pg-env.sh
 # shellcheck source=scripts/demo-sinks.sh
 . scripts/demo-sinks.sh
-make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG" all test-tools
+progress_run "outbox demo: build (the extension, its sinks, the Kafka mock)" \
+  make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG" all test-tools
 make -s install PG_CONFIG="$PG_CONFIG" >/dev/null
 
 work=$(make_workdir)
-trap 'cluster_stop "$work"; demo_stop; remove_workdir "$work"' EXIT
+trap 'progress_stop; cluster_stop "$work"; demo_stop; remove_workdir "$work"' EXIT
 "sink_start_$sink"
 echo "outbox demo: $sink sink, delivering to the $sink_where"
 
-start_cluster "$work" "$port" "shared_preload_libraries = 'outbox'" "outbox.database = 'postgres'" \
+# outbox.database is not set: the relays run in every database that has the extension.
+start_cluster "$work" "$port" "shared_preload_libraries = 'outbox'" \
   ${sink_conf[@]+"${sink_conf[@]}"} 3>&-
 echo "outbox demo: PostgreSQL $("$PG_CONFIG" --version | awk '{print $2}') on 127.0.0.1:$port ($work)"
 

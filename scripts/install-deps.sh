@@ -1,23 +1,39 @@
 #!/usr/bin/env bash
-# Installs everything outbox needs to build, test and benchmark on Debian 12 (run as root).
-# Safe to run again: apt-get skips what is already installed.
+# Installs what outbox needs on Debian 12 (run as root):
+#   bash scripts/install-deps.sh            # to build it and run it: scripts/demo.sh uses these
+#   bash scripts/install-deps.sh --tests    # and what the tests and bench/ need besides:
+#                                           # test/run-tests.sh uses these
+# Only what is missing is installed, through scripts/apt.sh: no installed package is
+# upgraded unless apt finds no way around it, and then it says which before it starts
+# (OUTBOX_NO_UPGRADE=1 refuses instead); services the packages bring are not started.
+# Nothing is printed when everything is there already.
 set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
 
-# Installing postgresql-15 on a machine without it creates and starts Debian's main cluster
-# (postgresql@15-main, port 5432), as Debian's package does; nothing here uses that cluster.
+tests=false
+case "${1:-}" in
+  "") ;;
+  --tests) tests=true ;;
+  *) echo "usage: bash scripts/install-deps.sh [--tests]" >&2; exit 2 ;;
+esac
+
+# Installing postgresql-15 on a machine without it creates Debian's main cluster
+# (postgresql@15-main, port 5432), not started here; nothing here uses that cluster.
 packages=(
   # build: the extension (boost: flat_map in the relay), its Kafka, HTTP and NATS sinks
   build-essential postgresql-server-dev-15 libboost-dev librdkafka-dev libcurl4-openssl-dev
   libssl-dev libnats-dev
-  # the PostgreSQL the tests and the demo run by default
+  # the PostgreSQL the demo and the tests run by default
   postgresql-15
-  # tests: pg_stat_statements (TAP 018; pgstattuple for bench/), pg_cron (TAP 001),
-  # IPC::Run (TAP), kcat (reads Kafka topics back), unit tests, make format-check,
-  # nats-server (the NATS sink's unit and TAP tests, demo.sh --sink nats, bench/relay/sinks.sh)
-  postgresql-contrib postgresql-15-cron libipc-run-perl kcat libgtest-dev clang-format
-  nats-server
-  # TAP 031: the receiver's self-signed certificate
-  openssl
+  # the demo's receivers: kcat reads Kafka topics back (also the TAP tests), nats-server
+  # (demo.sh --sink nats; the NATS sink's unit and TAP tests), openssl makes the webhook
+  # secret (demo.sh --sink http; TAP 031's self-signed certificate)
+  kcat nats-server openssl
+)
+test_packages=(
+  # pg_stat_statements (TAP 018; pgstattuple for bench/), pg_cron (TAP 001), IPC::Run (TAP),
+  # GoogleTest (the unit tests), make format-check
+  postgresql-contrib postgresql-15-cron libipc-run-perl libgtest-dev clang-format
   # bench/relay/relaybench.py, examples/python (TAP 024)
   python3-psycopg
   # bench/relay/faults.sh: a webhook receiver that is never the bottleneck (answers 204)
@@ -26,19 +42,13 @@ packages=(
   # alert rules; the exporter scrapes with monitoring/postgres_exporter.yml
   prometheus prometheus-postgres-exporter
 )
-# examples/node (TAP 024) and test/consumers (TAP 011, 030, 031; the demo and bench with the
-# http and nats sinks): Node.js and npm, from Debian unless some Node.js is there already
-# (NodeSource's nodejs brings its own npm and conflicts with Debian's).
+$tests && packages+=("${test_packages[@]}")
+# test/consumers (the demo with the http and nats sinks; TAP 011, 030, 031) and
+# examples/node (TAP 024): Node.js and npm, from Debian unless some Node.js is there
+# already (NodeSource's nodejs brings its own npm and conflicts with Debian's).
 command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
 
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
-fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# shellcheck source=scripts/apt.sh
+. "$repo/scripts/apt.sh"
+trap progress_stop EXIT
+apt_install "${packages[@]}"

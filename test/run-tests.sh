@@ -2,14 +2,20 @@
 # Runs every outbox test: unit tests (plain C++, no server), pg_regress, the isolation
 # tester, and the TAP suites. Installs what is missing first. Run as root on Debian 12:
 #   bash test/run-tests.sh                  # against PG_CONFIG's PostgreSQL (default: Debian's 15)
-#   bash test/run-tests.sh --pg 17          # against PostgreSQL 17 (or 15, 18), built once from
+#   bash test/run-tests.sh --pg 18          # against PostgreSQL 18 (or 15), built once from
 #                                           # Debian's source package (scripts/build-pg.sh)
 #   bash test/run-tests.sh --cassert        # ... built with assertions (--pg 18 --cassert too)
 #   bash test/run-tests.sh --pg all         # every configuration CI runs, one after the other:
-#                                           # 15, 15 --cassert, 17, 18 --cassert
+#                                           # 15, 15 --cassert, 18 --cassert
 # Exit status 3: the configuration's PostgreSQL cannot be built, because Debian's archive
 # does not serve its source (scripts/build-pg.sh); --pg all and .ci/run report it as not
-# tested, without failing.
+# tested, without failing. That is always so for --pg 17 (trixie's postgresql-17: the
+# archive lists it and serves none of its files), which is therefore in neither.
+# What it installs: scripts/install-deps.sh --tests (the packages), and outbox (make
+# install) into PG_CONFIG's PostgreSQL. The test-only modules it installs there too (the
+# example sink, the crashing sink, the guard test module) are removed when it ends, also
+# when a suite fails or the run is interrupted. Each phase prints a line when it starts,
+# every 25 s while it runs (scripts/progress.sh), and its time when it ends.
 # It wraps the make targets (docs/install.md): `make install` into PG_CONFIG's PostgreSQL,
 # `make installcheck` against a throwaway cluster (the postgres user runs it, in a temp
 # directory that user owns), `make prove_installcheck` as the postgres user in a copy of the
@@ -18,10 +24,10 @@
 # upgrade tests (TAP 040: pg_upgrade; 021: pg_dump restored into the new major).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-cd "$repo"
+cd "$repo" || exit 1
 
 usage() {
-  echo "usage: bash test/run-tests.sh [--pg 15|17|18|all] [--cassert]" >&2
+  echo "usage: bash test/run-tests.sh [--pg 15|18|all] [--cassert]" >&2
   exit 2
 }
 major=
@@ -44,7 +50,7 @@ if [ "$major" = all ]; then
   # Each configuration in a run of its own; the summary gives each one's result and time.
   results=()
   rc=0
-  for config in "15" "15 --cassert" "17" "18 --cassert"; do
+  for config in "15" "15 --cassert" "18 --cassert"; do
     echo "=== run-tests: --pg $config"
     started=$SECONDS
     # shellcheck disable=SC2086 # $config is two words on purpose
@@ -69,7 +75,26 @@ case "$major" in
   *) usage ;;
 esac
 
-bash scripts/install-deps.sh || exit 1
+# shellcheck source=scripts/progress.sh
+. scripts/progress.sh
+# The test-only modules (installed below into PG_CONFIG's PostgreSQL; removed at the end):
+# the example sink (TAP 032), the sink that crashes on request (034), the module that
+# throws inside guard() (043).
+test_modules=(outbox_sink_file.so outbox_sink_crashtest.so outbox_guard_test.so)
+test_pkglibdir=""
+work=""
+cleanup() {
+  progress_stop
+  # An interrupted run (or a TAP script killed before its END block stops its nodes) can
+  # leave servers running in $work: remove_workdir stops them before removing it.
+  [ -z "$work" ] || remove_workdir "$work"
+  [ -z "$test_pkglibdir" ] || (cd "$test_pkglibdir" && rm -f "${test_modules[@]}")
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+bash scripts/install-deps.sh --tests || exit 1
 # Debian's 15 by default (or PG_CONFIG's); every other configuration is a build of its own.
 if $cassert || [ "${major:-15}" != 15 ]; then
   build_options=()
@@ -95,17 +120,22 @@ fi
 flavour=pg$server_major
 "$PG_CONFIG" --configure | grep -q -- --enable-cassert && flavour=$flavour-cassert
 
-make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG" all test-tools || exit 1
+progress_run "build: outbox, its sinks, the Kafka mock" \
+  make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG" all test-tools || exit 1
 make -s install PG_CONFIG="$PG_CONFIG" >/dev/null || exit 1
+# From here on, the EXIT trap removes the test-only modules from this directory.
+test_pkglibdir=$("$PG_CONFIG" --pkglibdir)
 # The example sink (test/t/032_example_sink.pl): built out of tree against the header just
-# installed, as a third party would.
-make -s -C examples/sink PG_CONFIG="$PG_CONFIG" clean install >/dev/null || exit 1
-# The sink that crashes on request (test/t/034_sink_isolation.pl), a test plugin: installed only
-# by the tests, into the PostgreSQL they run.
-make -s -C test/unit outbox_sink_crashtest.so &&
-  install -m 755 test/unit/outbox_sink_crashtest.so "$("$PG_CONFIG" --pkglibdir)/" || exit 1
-# The module that throws inside guard() (test/t/043_guard_exceptions.pl): installed only here.
-make -s -C test/modules/guard PG_CONFIG="$PG_CONFIG" clean install >/dev/null || exit 1
+# installed, as a third party would. The sink that crashes on request
+# (test/t/034_sink_isolation.pl). The module that throws inside guard()
+# (test/t/043_guard_exceptions.pl).
+install_test_modules() {
+  make -s -C examples/sink PG_CONFIG="$PG_CONFIG" clean install >/dev/null &&
+    make -s -C test/unit outbox_sink_crashtest.so &&
+    install -m 755 test/unit/outbox_sink_crashtest.so "$test_pkglibdir/" &&
+    make -s -C test/modules/guard PG_CONFIG="$PG_CONFIG" clean install >/dev/null
+}
+progress_run "build: the test-only modules (${test_modules[*]})" install_test_modules || exit 1
 
 # The source of the upgrades from 15 (TAP 040 and 021), on another major: PostgreSQL 15 as
 # released (Debian 12's source package, built with assertions as for --cassert), with this
@@ -119,8 +149,9 @@ install_upgrade_source() {
     OUTBOX_UPGRADE_FROM=$(dirname "$("$pg_config" --bindir)")
 }
 if [ "$server_major" != 15 ]; then
-  echo "=== PostgreSQL 15 with outbox, the source of the upgrade tests (TAP 021, 040)"
+  progress_start "PostgreSQL 15 with outbox, the source of the upgrade tests (TAP 021, 040)"
   install_upgrade_source || exit 1
+  progress_end
   export OUTBOX_UPGRADE_FROM
 fi
 
@@ -128,24 +159,20 @@ passed=0
 failed=0
 failed_names=()
 suite() {
-  local name=$1 started=$SECONDS
+  local name=$1
   shift
-  echo "=== $name"
+  progress_start "$name"
   if "$@"; then
     passed=$((passed + 1))
-    echo "=== $name: passed in $((SECONDS - started)) s"
+    progress_finish "passed"
   else
     failed=$((failed + 1))
     failed_names+=("$name")
-    echo "=== $name: FAILED in $((SECONDS - started)) s"
+    progress_finish "FAILED"
   fi
 }
 
 work=$(make_workdir)
-# An interrupted run (or a TAP script killed before its END block stops its nodes) can
-# leave servers running in $work: remove_workdir stops them before removing it.
-trap 'remove_workdir "$work"' EXIT
-trap 'exit 130' INT TERM
 # A copy the postgres user can read and write, for make prove_installcheck: the Makefile, the
 # tests and the Kafka mock built above, and what the tests read: the documents whose
 # snippets test/t/026_readme_snippets.pl runs, the client examples test/t/024_examples.pl runs.
@@ -285,6 +312,7 @@ check_server_logs() {
 
 suite "schedule" check_schedule
 suite "script guards" check_script_guards
+suite "versions" bash test/versions.sh
 suite "unit tests" make -s -j"$(nproc)" unit-tests PG_CONFIG="$PG_CONFIG"
 suite "format" make -s format-check
 suite "alert rules" bash test/monitoring.sh

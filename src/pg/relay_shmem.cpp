@@ -28,6 +28,7 @@ struct Slot {
   bool in_use;
   bool error_exit;      // its last relay stopped after an error
   PGPROC* proc;         // the worker's PGPROC: its procLatch is what we set
+  pid_t pid;            // the worker's, from attach to detach: what the stop signals
   bool wake_on_commit;  // commits that only enqueued set the latch
   uint64 wake_shards;   // ... if they enqueued in one of these shards
   WorkerCounters counters;
@@ -156,6 +157,7 @@ void relay_worker_attach(int index) {
   slot.in_use = true;
   slot.error_exit = false;
   slot.proc = MyProc;
+  slot.pid = MyProcPid;
   slot.wake_on_commit = true;
   slot.wake_shards = kAllShards;
   // The counters go on from the last relay's (they start again only when the launcher
@@ -175,6 +177,7 @@ void relay_worker_detach(int index, const char* why) {
   slot.in_use = false;
   slot.error_exit = why != nullptr;
   slot.proc = nullptr;
+  slot.pid = 0;
   slot.counters.state = WorkerState::kStopped;
   if (why != nullptr) {
     strlcpy(slot.counters.last_error, why, sizeof(slot.counters.last_error));
@@ -214,6 +217,7 @@ bool relay_slot_stopped(int index) {
     slot.in_use = false;
     slot.error_exit = true;
     slot.proc = nullptr;
+    slot.pid = 0;
     slot.counters.state = WorkerState::kStopped;
   }
   const bool failed = slot.error_exit;
@@ -293,7 +297,8 @@ void relay_stop_database(Oid database) {
   for (int i = 0; i < relay_slot_count(); ++i) {
     Slot& slot = shared->slot[i];
     SpinLockAcquire(&slot.mutex);
-    const pid_t pid = slot.in_use && slot.database == database ? slot.counters.pid : 0;
+    // The pid of attach, not the published counters': a worker's publish must not hide it.
+    const pid_t pid = slot.in_use && slot.database == database ? slot.pid : 0;
     SpinLockRelease(&slot.mutex);
     if (pid != 0) (void)kill(pid, SIGTERM);
   }

@@ -88,10 +88,9 @@ void define_settings() {
       "outbox.premake", "How many future partitions outbox.rotate() keeps ready.", nullptr,
       &settings.premake, settings.premake, 1, 1000, PGC_SUSET, 0, nullptr, nullptr, nullptr);
   DefineCustomIntVariable(
-      "outbox.rotate_lock_timeout",
-      "How long outbox.rotate() waits for the lock it needs to drop partitions.",
-      "While it waits, new writers queue behind it, so keep this short. If the lock is not "
-      "granted in time the drop is skipped with a NOTICE and left for the next run. 0 means "
+      "outbox.rotate_lock_timeout", "How long outbox.rotate() waits for each lock it takes.",
+      "While it waits, new writers queue behind it, so keep this short. If a lock is not "
+      "granted in time that part is skipped with a NOTICE and left for the next run. 0 means "
       "NOWAIT: never queue, try once.",
       &settings.rotate_lock_timeout_ms, settings.rotate_lock_timeout_ms, 0, 60 * 1000, PGC_SUSET,
       GUC_UNIT_MS, nullptr, nullptr, nullptr);

@@ -28,7 +28,7 @@ void LowWater::read_delivered() {
       Oid types[1] = {INT8OID};
       delivered_plan_ = prepare_kept(kDeliveredSql, 1, types);
     }
-    Datum params[1] = {Int64GetDatum(low_water_)};
+    Datum params[1] = {Int64GetDatum(tracker_.mark())};
     return SPI_cursor_open(nullptr, delivered_plan_, params, nullptr, false);
   });
   for (;;) {
@@ -55,9 +55,7 @@ void LowWater::read_delivered() {
     if (chunk.count == 0) break;
   }
   guard([&] { SPI_cursor_close(portal); });
-  delivered_.assign(std::move(runs));
-  delivered_.drop_below(low_water_);
-  delivered_stale_ = false;
+  tracker_.delivered_read(std::move(runs));
 }
 
 }  // namespace outbox::pg::relay

@@ -44,19 +44,15 @@ constexpr std::size_t kMaxLateIntervals = 64;
 
 LowWater::Late LowWater::find_late() {
   Late late{nullptr, nullptr, nullptr, 0, true};
-  // The gaps, and what this transaction's fetches passed over (a copy only when it did).
+  // The gaps, and what this transaction's fetches passed over.
   SeqGaps with_passed;
-  if (!passed_over_.empty()) {
-    with_passed = gaps_;
-    for (const SeqGaps::Interval& gap : passed_over_) with_passed.add(gap.lo, gap.hi);
-  }
-  const SeqGaps& where = passed_over_.empty() ? gaps_ : with_passed;
+  const SeqGaps& where = tracker_.late_area(with_passed);
   if (where.empty()) return late;
   const std::vector<SeqGaps::Interval> cover = where.cover(kMaxLateIntervals);
   const auto& exact = where.intervals();
   const int n = static_cast<int>(cover.size());
-  const int n_taken = static_cast<int>(late_fetched_.size());
-  const int64* taken = late_fetched_.data();
+  const int n_taken = static_cast<int>(tracker_.late_fetched().size());
+  const int64* taken = tracker_.late_fetched().data();
   const int64 per_interval = settings.batch_size;
   guard([&] {
     if (late_keys_plan_ == nullptr) {
@@ -96,12 +92,12 @@ LowWater::Late LowWater::find_late() {
 // After a fetch: the new events from the first whose key has a committed event in the gaps
 // that no fetch took yet stay out of the batch, and the next fetch takes those late events
 // first. The scan then resumes before the first new event left out.
-void LowWater::keep_before_late(Fetched& out, FetchReport& report) {
+void LowWater::keep_before_late(Fetched& out, FetchReport& report, const int64* new_seqs) {
   const int n_new = out.count - report.new_from;
-  if (n_new <= 0 || (gaps_.empty() && passed_over_.empty())) return;
+  if (!tracker_.looks_for_late(n_new)) return;
   const Late late = find_late();
   if (late.count == 0 && late.complete) return;
-  late_.assign(late.seqs, late.seqs + std::min<int>(late.count, settings.batch_size));
+  tracker_.found_late(late.seqs, late.count, settings.batch_size);
   int kept = 0;  // with the keys unknown (incomplete), none may pass
   if (late.complete) {
     KeyHolds keys;
@@ -114,10 +110,9 @@ void LowWater::keep_before_late(Fetched& out, FetchReport& report) {
   if (kept == n_new) return;
   out.count = report.new_from + kept;
   out.full = true;  // the next fetch comes at once, and takes the late events first
-  report.upto = kept > 0 ? out.rows[out.count - 1].seq : fetch_from() - 1;
-  while (report.n_others > 0 && report.others[report.n_others - 1] > report.upto) {
-    --report.n_others;
-  }
+  const ScanTracker::Cut cut = tracker_.cut_scan(new_seqs, kept, report.others, report.n_others);
+  report.upto = cut.upto;
+  report.n_others = cut.n_others;
 }
 
 }  // namespace outbox::pg::relay

@@ -22,9 +22,9 @@
 // when tracking restarts (FetchRequest::delivered); the scan that continues after the resume point
 // meets none (everything it sent is below it). A long transaction holds xmin back and so holds the
 // mark; nothing is skipped: the gaps are still probed at every check while narrow
-// (kEagerProbeMaxWidth), else every outbox.poll_interval. Events waiting for a retry have
-// next_attempt_at set and their own partial index; they do not hold the mark. docs/design.md, "The
-// low-water mark", gives the proof.
+// (ScanTracker::kEagerProbeMaxWidth), else every outbox.poll_interval. Events waiting for a retry
+// have next_attempt_at set and their own partial index; they do not hold the mark. docs/design.md,
+// "The low-water mark", gives the proof.
 #include <algorithm>
 
 #include "relay/low_water.hpp"
@@ -59,12 +59,6 @@ constexpr const char* kProbeGapsSql =
     "     ORDER BY seq LIMIT $3) e "
     " ORDER BY g.i, e.seq";
 constexpr Oid kProbeGapsTypes[4] = {INT8ARRAYOID, INT8ARRAYOID, INT8OID, INT8MULTIRANGEOID};
-// A probe reads every partition's index once per interval of its cover: more gaps than this
-// are read over merged intervals (a wider read).
-constexpr std::size_t kMaxGapIntervals = 64;
-// While the mark is held, gaps of at most this many values in all are probed at every
-// check, wider ones every poll_interval (a probe reads every row its gaps cover).
-constexpr int64 kEagerProbeMaxWidth = 256;
 // The highest sequence value handed out so far; whether the sequence caches values (then a
 // value below it can still be handed out later, and the mark must not move); and its file
 // (a new one after ALTER SEQUENCE ... RESTART or TRUNCATE ... RESTART IDENTITY).
@@ -90,15 +84,12 @@ LowWater::LowWater(const Ownership& ownership) : ownership_(ownership) {}
 
 void LowWater::advance(TimestampTz now) {
   move(now);
-  if (delivered_stale_) read_delivered();
+  if (tracker_.delivered_stale()) read_delivered();
 }
 
 // Its PostgreSQL calls run under guard(); the gaps (C++ containers) are changed outside it.
 void LowWater::move(TimestampTz now) {
-  if (low_water_ < 0) {
-    guard([&] { read_mark(); });
-    restart_tracking();
-  }
+  if (!tracker_.mark_known()) tracker_.start_from(guard([&] { return read_mark(); }));
   sealer_.advance(now, floor_for_sealing());
   check_plans();
   if (horizon_valid_ && now - low_water_checked_at_ < kLowWaterCheckUs) {
@@ -116,28 +107,24 @@ void LowWater::move(TimestampTz now) {
       // (the usual case: a few commits in flight, the long transaction's own events) are
       // probed at every check; wide ones, which may cover many published rows, every
       // poll_interval.
-      const std::vector<SeqGaps::Interval> cover = gaps_.cover(kMaxGapIntervals);
-      if (now >= gap_probe_at_ || SeqGaps::width(cover) <= kEagerProbeMaxWidth) {
-        probe_gaps(now, -1, cover);
-      }
+      const std::vector<SeqGaps::Interval> cover = tracker_.probe_cover();
+      if (now >= gap_probe_at_ || ScanTracker::narrow(cover)) probe_gaps(now, -1, cover);
       return;
     }
-    // Everything up to C is now visible: a gap up to C holds an event now or never.
-    probe_gaps(now, horizon_seq_, gaps_.cover(kMaxGapIntervals));
-    int64 mark = tail;
-    if (!gaps_.empty()) mark = std::min(mark, gaps_.first());
-    low_water_ = std::max(low_water_, mark);
-    delivered_.drop_below(low_water_);
+    // Everything up to C is now visible: a gap up to C holds an event now or never. The
+    // mark moves up to the tail, not past the first gap left.
+    probe_gaps(now, horizon_seq_, tracker_.probe_cover());
+    tracker_.move_mark(tail);
     horizon_valid_ = false;
   } else if (now >= gap_probe_at_) {
-    probe_gaps(now, -1, gaps_.cover(kMaxGapIntervals));
+    probe_gaps(now, -1, tracker_.probe_cover());
   }
-  if (guard([&] { return read_horizon(); })) restart_tracking();
+  if (guard([&] { return read_horizon(); })) tracker_.restart_tracking();
 }
 
 // Runs inside guard(): the saved marks of the owned shards (the least of them), when the
 // relay starts, gained shards or the extension came back.
-void LowWater::read_mark() {
+int64 LowWater::read_mark() {
   const char* sql = psprintf(
       "SELECT (SELECT pg_catalog.min(low_water) FROM outbox.relay_shards "
       "         WHERE shard OPERATOR(pg_catalog.=) ANY ('%s'::pg_catalog.int4[])), "
@@ -147,15 +134,16 @@ void LowWater::read_mark() {
   if (rc != SPI_OK_SELECT || SPI_processed != 1) {
     elog(ERROR, "outbox relay: reading outbox.relay_shards failed");
   }
-  low_water_ = 0;
+  int64 mark = 0;
   sequence_filenode_ = InvalidOid;
   bool isnull;
   Datum value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-  if (!isnull) low_water_ = DatumGetInt64(value);
+  if (!isnull) mark = DatumGetInt64(value);
   value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
   if (!isnull) sequence_filenode_ = DatumGetObjectId(value);
-  low_water_saved_ = low_water_;
+  low_water_saved_ = mark;
   sequence_filenode_saved_ = sequence_filenode_;
+  return mark;
 }
 
 // Runs inside guard(). With the horizon passed (passed = true): the first new unpublished
@@ -166,7 +154,7 @@ int64 LowWater::first_new_after_resume_point(bool& passed) {
     low_water_plan_ = prepare_kept(psprintf(kLowWaterSql, scope_.c_str()), 3, types);
   }
   // Below the resume point only the gaps can hold an event; past it, the first one.
-  const int64 tail_from = fetch_from();
+  const int64 tail_from = tracker_.fetch_from();
   Datum params[3] = {FullTransactionIdGetDatum(horizon_xid_), Int64GetDatum(tail_from),
                      Int64GetDatum(horizon_seq_)};
   int rc = SPI_execute_plan(low_water_plan_, params, nullptr, false, 1);
@@ -198,21 +186,21 @@ bool LowWater::read_horizon() {
     if (!warned_sequence_cache_) {
       ereport(WARNING, (errmsg("outbox relay: outbox.events_seq caches %ld values; the "
                                "low-water mark stays at %ld",
-                               static_cast<long>(cache), static_cast<long>(low_water_)),
+                               static_cast<long>(cache), static_cast<long>(tracker_.mark())),
                         errhint("ALTER SEQUENCE outbox.events_seq CACHE 1")));
       warned_sequence_cache_ = true;
     }
     return false;
   }
   const bool new_file = OidIsValid(sequence_filenode_) && filenode != sequence_filenode_;
-  const bool reset = last < low_water_ - 1 || new_file;
+  const bool reset = tracker_.sequence_went_back(last) || new_file;
   if (reset) {
     // Someone reset the sequence (setval, ALTER SEQUENCE ... RESTART, TRUNCATE ...
     // RESTART IDENTITY): new events would sit below the mark. Start from the bottom.
     ereport(WARNING, (errmsg("outbox relay: outbox.events_seq was reset (now at %ld, the "
                              "low-water mark was %ld); scanning the queue from the start",
-                             static_cast<long>(last), static_cast<long>(low_water_))));
-    low_water_ = 0;
+                             static_cast<long>(last), static_cast<long>(tracker_.mark()))));
+    tracker_.sequence_reset();
     low_water_saved_at_ = 0;
     // New events now take seqs the delivery log may name: forget it. What it held looks
     // undelivered again, and is sent again (at least once holds; docs/operations.md).
@@ -227,68 +215,42 @@ bool LowWater::read_horizon() {
   return reset;
 }
 
-// Finds the events waiting in the gaps (late commits), read over `cover` (the gaps'
-// cover(kMaxGapIntervals)): the next fetch takes them (late_). With upto >= 0 (the horizon
-// passed C = upto), a gap up to C that holds no event now never will, and is dropped.
+// Finds the events waiting in the gaps (late commits), read over `cover` (the tracker's
+// probe_cover()): the next fetch takes them. With upto >= 0 (the horizon passed C = upto), a
+// gap up to C that holds no event now never will, and is dropped (ScanTracker::probed()).
 void LowWater::probe_gaps(TimestampTz now, int64 upto,
                           const std::vector<SeqGaps::Interval>& cover) {
   gap_probe_at_ = now + static_cast<int64>(settings.poll_interval_ms) * 1000;
-  late_.clear();
-  if (gaps_.empty()) return;
-  const auto& exact = gaps_.intervals();
-  const int n = static_cast<int>(cover.size());
   const int64 limit = settings.batch_size;
   // The query under guard(), its rows copied into palloc'd arrays (interval number, seq).
-  struct Found {
-    int64* index;
-    int64* seq;
-    uint64 count;
-  };
-  const Found rows = guard([&] {
-    if (probe_plan_ == nullptr) {
-      probe_plan_ = prepare_kept(psprintf(kProbeGapsSql, scope_.c_str()), 4, kProbeGapsTypes);
-    }
-    Datum params[4];
-    int8_bounds(cover.data(), n, params[0], params[1]);
-    params[2] = Int64GetDatum(limit);
-    params[3] = int8_multirange(exact.data(), static_cast<int>(exact.size()));
-    // Not read-only: it needs a snapshot of its own, taken after the horizon passed.
-    if (SPI_execute_plan(probe_plan_, params, nullptr, false, 0) != SPI_OK_SELECT) {
-      elog(ERROR, "outbox relay: probing the gaps failed");
-    }
-    Found out{static_cast<int64*>(palloc(sizeof(int64) * (SPI_processed + 1))),
-              static_cast<int64*>(palloc(sizeof(int64) * (SPI_processed + 1))), SPI_processed};
-    for (uint64 r = 0; r < SPI_processed; ++r) {
-      bool isnull;
-      out.index[r] =
-          DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
-      out.seq[r] =
-          DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &isnull));
-    }
-    return out;
-  });
-  // The rows come by seq: the first batch_size of them are the next fetch's (the rest: next
-  // time).
-  // (A gap holds values passed over while their transactions ran: no event the log holds.
-  // One it did would count as found, but never be fetched.)
-  const uint64 take = std::min<uint64>(rows.count, static_cast<uint64>(limit));
-  for (uint64 r = 0; r < take; ++r) {
-    if (!delivered_.contains(rows.seq[r])) late_.push_back(rows.seq[r]);
+  ScanTracker::Found rows{nullptr, nullptr, 0};
+  if (!tracker_.gaps().empty()) {
+    const auto& exact = tracker_.gaps().intervals();
+    const int n = static_cast<int>(cover.size());
+    rows = guard([&] {
+      if (probe_plan_ == nullptr) {
+        probe_plan_ = prepare_kept(psprintf(kProbeGapsSql, scope_.c_str()), 4, kProbeGapsTypes);
+      }
+      Datum params[4];
+      int8_bounds(cover.data(), n, params[0], params[1]);
+      params[2] = Int64GetDatum(limit);
+      params[3] = int8_multirange(exact.data(), static_cast<int>(exact.size()));
+      // Not read-only: it needs a snapshot of its own, taken after the horizon passed.
+      if (SPI_execute_plan(probe_plan_, params, nullptr, false, 0) != SPI_OK_SELECT) {
+        elog(ERROR, "outbox relay: probing the gaps failed");
+      }
+      int64* index = static_cast<int64*>(palloc(sizeof(int64) * (SPI_processed + 1)));
+      int64* seq = static_cast<int64*>(palloc(sizeof(int64) * (SPI_processed + 1)));
+      for (uint64 r = 0; r < SPI_processed; ++r) {
+        bool isnull;
+        HeapTuple row = SPI_tuptable->vals[r];
+        index[r] = DatumGetInt64(SPI_getbinval(row, SPI_tuptable->tupdesc, 1, &isnull));
+        seq[r] = DatumGetInt64(SPI_getbinval(row, SPI_tuptable->tupdesc, 2, &isnull));
+      }
+      return ScanTracker::Found{index, seq, SPI_processed};
+    });
   }
-  if (upto < 0) return;
-  // Interval k's finds are the run of rows numbered k + 1. What may still hold an event: the
-  // finds, and past the last find of an interval that gave its limit, the rest of it.
-  std::vector<SeqGaps::Interval> kept;
-  uint64 r = 0;
-  for (int k = 0; k < n && cover[k].lo <= upto; ++k) {
-    while (r < rows.count && rows.index[r] < k + 1) ++r;
-    int64 found = 0;
-    for (; r < rows.count && rows.index[r] == k + 1; ++r, ++found) {
-      if (!delivered_.contains(rows.seq[r])) kept.push_back({rows.seq[r], rows.seq[r]});
-    }
-    if (found >= limit) kept.push_back({rows.seq[r - 1] + 1, cover[k].hi});
-  }
-  gaps_.keep_up_to(upto, kept);
+  tracker_.probed(cover, rows, limit, upto);
 }
 
 // Once a second: the mark of each owned shard, if it moved, and the least mark of all shards
@@ -296,12 +258,13 @@ void LowWater::probe_gaps(TimestampTz now, int64 upto,
 // what sealing relies on). The row locks are held only until the commit that follows; each
 // shard's row is written by its owner only.
 void LowWater::save(TimestampTz now) {
-  if (low_water_ < 0 || now - low_water_saved_at_ < kLowWaterSaveUs) return;
+  const int64 mark = tracker_.mark();
+  if (mark < 0 || now - low_water_saved_at_ < kLowWaterSaveUs) return;
   low_water_saved_at_ = now;
   const shards::Mask owned = ownership_.owned();
-  if (low_water_ != low_water_saved_ && owned != 0) {
+  if (mark != low_water_saved_ && owned != 0) {
     Oid types[1] = {INT8OID};
-    Datum params[1] = {Int64GetDatum(low_water_)};
+    Datum params[1] = {Int64GetDatum(mark)};
     const char* sql = psprintf(
         "UPDATE outbox.relay_shards SET low_water = $1, updated_at = pg_catalog.now() "
         " WHERE shard OPERATOR(pg_catalog.=) ANY ('%s'::pg_catalog.int4[])",
@@ -309,7 +272,7 @@ void LowWater::save(TimestampTz now) {
     if (SPI_execute_with_args(sql, 1, types, params, nullptr, false, 0) != SPI_OK_UPDATE) {
       elog(ERROR, "outbox relay: saving the low-water mark failed");
     }
-    low_water_saved_ = low_water_;
+    low_water_saved_ = mark;
   }
   if (floor_plan_ == nullptr) {
     floor_plan_ =
@@ -340,7 +303,7 @@ void LowWater::save(TimestampTz now) {
 
 int64 LowWater::floor_for_sealing() const {
   // Owning every shard (one worker), its own mark holds for all.
-  if (ownership_.owned() == shards::kAll) return low_water_;
+  if (ownership_.owned() == shards::kAll) return tracker_.mark();
   return saved_floor_;
 }
 
@@ -358,7 +321,7 @@ void LowWater::check_plans() {
 }
 
 TimestampTz LowWater::skipped_check_due() const {
-  return check_skipped_ && !gaps_.empty() ? low_water_checked_at_ + kLowWaterCheckUs : 0;
+  return check_skipped_ && !tracker_.gaps().empty() ? low_water_checked_at_ + kLowWaterCheckUs : 0;
 }
 
 }  // namespace outbox::pg::relay

@@ -5,8 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "core/seq_gaps.hpp"
-#include "core/seq_set.hpp"
+#include "core/scan_tracker.hpp"
 #include "core/shards.hpp"
 #include "pg/postgres.hpp"
 #include "relay/batch.hpp"
@@ -21,7 +20,8 @@ namespace outbox::pg::relay {
 
 // low_water.cpp: where the scan for new events starts (docs/design.md, "The low-water
 // mark"). Every event below the mark is published, dead-lettered or waiting for a retry,
-// in the shards the relay owns (each shard's mark is saved in outbox.relay_shards).
+// in the shards the relay owns (each shard's mark is saved in outbox.relay_shards). The
+// queries around the mark are here; what they read decides through core/scan_tracker.hpp.
 class LowWater {
  public:
   explicit LowWater(const Ownership& ownership);
@@ -39,14 +39,14 @@ class LowWater {
   void account(Fetched& out, FetchReport& report);
   // Around a batch transaction: what its fetches resolved counts once it commits with every
   // batch resolved (transaction_resolved()); otherwise tracking restarts from the mark.
-  void transaction_started();
-  void transaction_resolved();
+  void transaction_started() { tracker_.transaction_started(); }
+  void transaction_resolved() { tracker_.transaction_resolved(); }
   // At the end of the batch transaction, inside guard(): saves the mark to
   // outbox.relay_state, at most every kLowWaterSaveUs.
   void save(TimestampTz now);
   // After a failure, or when the mark was read or reset: the next fetch starts from the
   // mark, and nothing above it is known resolved.
-  void restart_tracking();
+  void restart_tracking() { tracker_.restart_tracking(); }
   // The extension is gone or was created again (a new sequence): read the mark again.
   void forget();
   // The relay gained shards: read the marks of its shards again.
@@ -58,11 +58,6 @@ class LowWater {
   uint64 scope_version() const { return sealer_.version() + ownership_.version(); }
 
  private:
-  // tracking.cpp: the resume point (at least the mark), and account()'s two halves: the late
-  // events taken, and what a scan of new events accounted for.
-  int64 fetch_from() const;
-  void fetched(const Row* late_rows, int n_late, bool late_tried);
-  void scanned(const int64* others, int n_others, const Row* new_rows, int n_new, int64 upto);
   // late_keys.cpp: the committed events in the gaps, and in what this
   // transaction's fetches passed over, that none of its fetches took: seqs and keys
   // (palloc'd), by seq; complete is false when there may be more.
@@ -74,9 +69,9 @@ class LowWater {
     bool complete;
   };
   Late find_late();
-  void keep_before_late(Fetched& out, FetchReport& report);
+  void keep_before_late(Fetched& out, FetchReport& report, const int64* new_seqs);
   void move(TimestampTz now);
-  void read_mark();
+  int64 read_mark();
   void read_delivered();
   int64 first_new_after_resume_point(bool& passed);
   bool read_horizon();
@@ -99,26 +94,19 @@ class LowWater {
   SPIPlanPtr floor_plan_ = nullptr;
   SPIPlanPtr late_keys_plan_ = nullptr;
   SPIPlanPtr sequence_plan_ = nullptr;
-  // The low-water mark (-1: not read yet) and the horizon it may move up to.
-  int64 low_water_ = -1;
+  // The low-water mark (ScanTracker::mark(); -1: not read yet) and the horizon it may move
+  // up to.
   int64 low_water_saved_ = -1;
   TimestampTz low_water_saved_at_ = 0;
   TimestampTz low_water_checked_at_ = 0;
   // The last pass skipped the check because the one before was too recent.
   bool check_skipped_ = false;
-  // Below the resume point, every event from the mark up is resolved by this relay
-  // (published, dead-lettered or waiting for a retry, in transactions that committed),
-  // except in the gaps. The open transaction's share counts once it commits: the values
-  // its new events passed over, and the late events it took.
-  int64 resume_after_seq_ = -1;
-  SeqGaps gaps_;
-  std::vector<SeqGaps::Interval> passed_over_;
-  std::vector<int64> late_fetched_;
-  SeqSet delivered_;
-  bool delivered_stale_ = true;
+  // The resume point, the gaps, the open transaction's share, the delivery log from the mark
+  // up, the late events for the next fetch; and the seqs of a fetch's rows (account()).
+  ScanTracker tracker_;
+  std::vector<int64> seqs_;
   SPIPlanPtr delivered_plan_ = nullptr;
-  // Late events found by the last probe, for the next fetch; when gaps are probed.
-  std::vector<int64> late_;
+  // When gaps are probed.
   TimestampTz gap_probe_at_ = 0;
   bool horizon_valid_ = false;
   int64 horizon_seq_ = 0;

@@ -106,6 +106,8 @@ void Replayer::run() {
   // Commits that enqueue are none of its business.
   relay_worker_wake_on_commit(slot_, false);
   live_batches_ = relay_database_batches(MyDatabaseId);
+  // Its pid and its counters in the slot, as a relay's (outbox.status).
+  report_.resume();
   report_.publish(WorkerState::kStarting);
   while (!ShutdownRequestPending) {
     start_iteration(iteration_);
@@ -120,7 +122,25 @@ void Replayer::run() {
     }
     if (ms > 0) wait(ms, activity);
   }
+  save_at_exit();
   session_.drop();
+}
+
+// Stopped (a database command, a server stop): what it sent since the last save goes on the
+// row, so that the next replay worker goes on from there instead of sending it again.
+void Replayer::save_at_exit() {
+  if (unsaved_.id == 0 || (unsaved_.sent == 0 && unsaved_.skipped == 0)) return;
+  try {
+    begin_worker_transaction("outbox replay: saving its progress");
+    lock_events_first();
+    save(unsaved_.id, kProgressSql);
+    commit_worker_transaction(iteration_);
+  } catch (const PgError& e) {
+    abort_worker_transaction(iteration_);
+    log_error(e.data());
+  } catch (const std::exception&) {
+    abort_worker_transaction(iteration_);
+  }
 }
 
 int Replayer::step() {

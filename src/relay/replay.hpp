@@ -38,6 +38,7 @@ class Replayer {
   int send_batch(const Replay& replay);
   bool load(Replay& replay);
   void save(int64 id, const char* sql);
+  void save_at_exit();
   int back_off(const std::string& error);
   // The wait between steps, shown as `activity` in pg_stat_activity.
   void wait(int ms, const char* activity);

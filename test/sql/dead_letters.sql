@@ -26,6 +26,15 @@ SELECT count(*) AS still_dead FROM outbox.dead_letters WHERE aggregatetype = 'dl
 -- Bad input.
 SELECT regress.try($$SELECT outbox.requeue_dead(dry_run => NULL)$$);
 SELECT regress.try($$SELECT outbox.discard_dead(dead_after => now(), dead_before => now() - interval '1 hour')$$);
+-- Filters bounded: a name no event can have (longer than 255 characters, or empty) is
+-- refused, a megabyte one included; so is a LIKE pattern over 1000 characters. At the limits,
+-- accepted.
+SELECT regress.try($$SELECT outbox.requeue_dead(aggregatetype => repeat('a', 1000000))$$);
+SELECT regress.try($$SELECT outbox.discard_dead(type => repeat('é', 256), dry_run => true)$$);
+SELECT regress.try($$SELECT outbox.discard_dead(aggregatetype => '')$$);
+SELECT regress.try($$SELECT outbox.requeue_dead(error_like => repeat('%', 1001))$$);
+SELECT outbox.requeue_dead(aggregatetype => repeat('a', 255), type => repeat('t', 255),
+                           error_like => repeat('%', 1000), dry_run => true) AS at_the_limits;
 
 -- Discard the Paid ones that failed with a 4xx: no longer dead letters, not sent, kept.
 SELECT outbox.discard_dead(aggregatetype => 'dlq', type => 'Paid', error_like => 'HTTP 4%') AS discarded;
@@ -41,6 +50,29 @@ SELECT by_user = session_user AS by_me, action, filter, events FROM outbox.dead_
 -- requeue() of its id sends a discarded event after all.
 SELECT outbox.requeue(id) AS requeued_by_id FROM outbox.events WHERE aggregatetype = 'dlq' AND discarded_at IS NOT NULL;
 SELECT count(*) FILTER (WHERE state = 'discarded') AS discarded_left FROM outbox.event_status WHERE aggregatetype = 'dlq';
+
+-- The server log's line gives the filter cut at 1000 characters (the whole of it is in
+-- outbox.dead_letter_actions): long filters make no log line of their size.
+SELECT outbox.enqueue('dlq-log', '1', 'Paid', '{}') IS NOT NULL AS enqueued;
+UPDATE outbox.events SET attempts = 10, dead_at = now(), last_error = 'timeout'
+ WHERE aggregatetype = 'dlq-log';
+CREATE ROLE dead_letter_logger;
+GRANT USAGE ON SCHEMA outbox TO dead_letter_logger;
+GRANT EXECUTE ON FUNCTION outbox.discard_dead(text, text, text, timestamptz, timestamptz, boolean)
+   TO dead_letter_logger;
+SET SESSION AUTHORIZATION dead_letter_logger;
+SET client_min_messages = log;
+SELECT outbox.discard_dead(aggregatetype => 'dlq-log', type => 'Paid',
+                           error_like => 'timeout' || repeat('%', 993)) AS discarded;
+RESET client_min_messages;
+RESET SESSION AUTHORIZATION;
+SELECT length(filter->>'error_like') AS logged_whole FROM outbox.dead_letter_actions
+ WHERE filter->>'aggregatetype' = 'dlq-log';
+REVOKE ALL ON FUNCTION outbox.discard_dead(text, text, text, timestamptz, timestamptz, boolean)
+  FROM dead_letter_logger;
+REVOKE USAGE ON SCHEMA outbox FROM dead_letter_logger;
+DROP ROLE dead_letter_logger;
+DELETE FROM outbox.events WHERE aggregatetype = 'dlq-log';
 
 -- Rotation: a dead letter keeps its partition past retention; once discarded, the partition
 -- goes. (The relay's mark is moved past it, as a running relay's would be.)

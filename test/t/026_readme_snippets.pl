@@ -1,13 +1,19 @@
 # The documentation's snippets, run as pasted: the README's Quick start (its postgresql.conf
-# lines and its SQL, in a fresh database "shop") publishes the event it enqueues, and the
-# pg_cron setup of docs/operations.md, run in database postgres, rotates "shop"; its jobs for
-# several databases rotate "shop" and "billing". The blocks are the fenced blocks that follow
-# a "<!-- test: NAME -->" line.
+# lines and its SQL, in a fresh database "shop") publishes the event it enqueues; its webhook
+# snippet (the files directory, the whsec_ secret file, configure_sink) configures the http
+# sink, whose requests a local receiver verifies with that secret; the pg_monitor list of
+# docs/operations.md is what pg_monitor may read, no more, no less; reference.md's contents
+# link every function, view and table it documents; and the pg_cron setup of
+# docs/operations.md, run in database postgres, rotates "shop"; its jobs for several
+# databases rotate "shop" and "billing". The blocks are the fenced blocks that follow a
+# "<!-- test: NAME -->" line.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IPC::Run;
+use Time::HiRes qw(usleep);
 use FindBin;
 use lib $FindBin::Bin;
 use OutboxNode;
@@ -87,6 +93,169 @@ SELECT outbox.requeue_dead(dry_run => true) >= 0 AND outbox.discard_dead(dry_run
 ($rc, $out, $err) = $node->psql('shop', q{SET ROLE consumer; SELECT count(*) FROM outbox.inbox});
 like($err, qr/permission denied/, "the consumer cannot read the inbox's records");
 
+# docs/operations.md's list of what pg_monitor reads: exactly these, of everything in schema
+# outbox but the internal functions (named _...) the views call.
+my @monitor_list = marked_blocks('docs/operations.md', 'pg_monitor-reads');
+is(scalar @monitor_list, 1, 'docs/operations.md has one marked list of what pg_monitor reads');
+my @listed = grep { /\S/ } split /[\s,]+/, $monitor_list[0] // '';
+ok(@listed >= 2, 'the list names objects') or diag($monitor_list[0]);
+my %listed = map { $_ => 1 } @listed;
+for my $object (@listed) {
+	my $check = $object =~ /\(\)$/
+	  ? qq{SELECT has_function_privilege('pg_monitor', '$object', 'EXECUTE')}
+	  : qq{SELECT has_table_privilege('pg_monitor', '$object', 'SELECT')};
+	is($node->safe_psql('shop', $check), 't', "pg_monitor may read $object");
+}
+# Every relation and every non-internal function of schema outbox that pg_monitor may use.
+my @readable = split /\n/, $node->safe_psql('shop', q{
+	SELECT 'outbox.' || c.relname FROM pg_class c
+	 WHERE c.relnamespace = 'outbox'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+	   AND has_table_privilege('pg_monitor', c.oid, 'SELECT')
+	UNION ALL
+	SELECT 'outbox.' || p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')'
+	  FROM pg_proc p
+	 WHERE p.pronamespace = 'outbox'::regnamespace AND p.proname NOT LIKE '\_%'
+	   AND has_function_privilege('pg_monitor', p.oid, 'EXECUTE')
+	ORDER BY 1});
+is_deeply(\@readable, [ sort @listed ],
+	"what pg_monitor may read in schema outbox is exactly docs/operations.md's list");
+# And a member of pg_monitor reads each one.
+$node->safe_psql('shop', 'CREATE ROLE monitor_member LOGIN IN ROLE pg_monitor');
+for my $object (@listed) {
+	my $query = $object =~ /\(\)$/ ? "SELECT $object IS NOT NULL" : "SELECT count(*) >= 0 FROM $object";
+	($rc, $out, $err) = $node->psql('shop', "SET ROLE monitor_member; $query");
+	is($rc, 0, "a member of pg_monitor reads $object") or diag($err);
+}
+$node->safe_psql('shop', 'DROP ROLE monitor_member');
+
+# docs/reference.md's contents: a link to each function, view and table it documents
+# (### outbox.NAME), and each link leads to one.
+my $reference = slurp_file("$FindBin::RealBin/../../docs/reference.md");
+my ($contents) = $reference =~ /^(- \[Functions\].*?)^- \[Errors\]/ms;
+ok(defined $contents, "docs/reference.md's contents list is found");
+my %anchors = map { my $a = lc $_; $a =~ s/[^a-z0-9_ -]//g; $a =~ s/ /-/g; ($a => 1) }
+  $reference =~ /^#{2,3} (.+?)\s*$/mg;
+my %linked = map { $_ => 1 } ($contents // '') =~ /\]\(#([^)]+)\)/g;
+my @documented = map { (my $a = $_) =~ s/\.//; $a } $reference =~ /^### (outbox\.\w+)\s*$/mg;
+ok(@documented > 20, 'docs/reference.md documents its objects under ### outbox.NAME');
+is_deeply([ grep { !$linked{$_} } @documented ], [],
+	"docs/reference.md's contents link every function, view and table it documents");
+is_deeply([ grep { !$anchors{$_} } sort keys %linked ], [],
+	"every link of docs/reference.md's contents leads to a heading");
+
+# The README's webhook snippet, as pasted: the files directory (a temporary one instead of
+# /etc/outbox-sink-files), the secret file, the setting, configure_sink.
+my ($http_files) = marked_blocks('README.md', 'quickstart-http-files');
+my ($http_conf) = marked_blocks('README.md', 'quickstart-http-conf');
+my ($http_sql) = marked_blocks('README.md', 'quickstart-http');
+ok(defined $http_files && defined $http_conf && defined $http_sql,
+	"the README has marked webhook blocks: files, configuration, configure_sink");
+SKIP: {
+	skip 'no openssl (Debian: openssl)', 12
+	  unless eval { IPC::Run::run([ 'openssl', 'version' ], '>', \my $version) };
+	my $files = PostgreSQL::Test::Utils::tempdir() . '/sink-files';
+	my $user = getpwuid($>);
+	(my $script = $http_files) =~ s{/etc/outbox-sink-files}{$files}g;
+	$script =~ s/\bchown postgres:/chown $user:/g;
+	($http_conf //= '') =~ s{/etc/outbox-sink-files}{$files}g;
+
+	# Without the setting, the snippet fails: what the README did not show before.
+	($rc, $out, $err) = $node->psql('shop', "BEGIN;\n$http_sql\nROLLBACK;");
+	like($err, qr/outbox\.sink_files_directory is not set/,
+		'without outbox.sink_files_directory, configure_sink refuses the secret file');
+
+	my ($script_out, $script_err) = ('', '');
+	ok(IPC::Run::run([ 'bash', '-euc', $script ], '>', \$script_out, '2>', \$script_err),
+		"the README's commands make the files directory and the secret file") or diag($script_err);
+	my $secret = slurp_file("$files/webhook.secret");
+	like($secret, qr/^whsec_[A-Za-z0-9+\/]{43}=\n\z/, 'the secret file holds whsec_ and the base64 of 32 bytes');
+	$node->append_conf('postgresql.conf', $http_conf);
+	$node->reload;
+	ok( $node->poll_query_until('shop', "SELECT current_setting('outbox.sink_files_directory') = '$files'"),
+		'the setting is in force after the reload');
+
+	# As pasted: configure_sink accepts it. Rolled back: the relay does not send to
+	# hooks.example.com (the tests stay on the loopback).
+	($rc, $out, $err) = $node->psql('shop', "BEGIN;\n$http_sql\nROLLBACK;", on_error_stop => 1);
+	is($rc, 0, "the README's configure_sink('http', ...) runs as pasted") or diag($err);
+	like($out, qr/^http url=https:\/\/hooks\.example\.com\/outbox\/\$\{aggregatetype\} .*signed \(1 secret\)$/m,
+		'... and describes a signed webhook sink');
+
+	# The same, to a receiver on 127.0.0.1 that verifies each request's signature with the
+	# secret file's text, as Standard Webhooks prescribes.
+	my $port_file = PostgreSQL::Test::Utils::tempdir() . '/port';
+	my $log = PostgreSQL::Test::Utils::tempdir() . '/received';
+	my $receiver = IPC::Run::start([ $^X, '-e', webhook_receiver(), "$files/webhook.secret", $port_file, $log ],
+		'>', \my $receiver_out, '2>', \my $receiver_err);
+	my $deadline = time + $PostgreSQL::Test::Utils::timeout_default;
+	usleep(50_000) until -s $port_file || time > $deadline;
+	ok(-s $port_file, 'the receiver listens') or diag($receiver_err);
+	my $port = -s $port_file ? slurp_file($port_file) : 0;
+	(my $local_sql = $http_sql) =~ s{https://hooks\.example\.com}{http://127.0.0.1:$port}g;
+	($rc, $out, $err) = $node->psql('shop', $local_sql, on_error_stop => 1);
+	is($rc, 0, 'configured to the local receiver') or diag($err);
+	my $id = $node->safe_psql('shop',
+		q{SELECT outbox.enqueue('order', '3', 'OrderCreated', '{"order_id": 3}')});
+	ok( $node->poll_query_until('shop',
+			"SELECT published_at IS NOT NULL FROM outbox.event_status WHERE id = '$id'"),
+		'the relay delivered the event to the webhook');
+	# (at least once: a request may come twice; the sets count)
+	my @received = map { [ split /\t/ ] } grep { /\S/ } split /\n/, slurp_file($log);
+	my %ids = map { $_->[0] => 1 } @received;
+	my %how = map { ("$_->[1] $_->[2]" => 1) } @received;
+	is_deeply([ sort keys %ids ], [$id], 'the receiver got exactly that event');
+	is_deeply([ sort keys %how ], ['verified /outbox/order'],
+		"its signature verifies with the secret file's text, at the URL's path");
+	$node->safe_psql('shop', q{SELECT outbox.configure_sink('null')});
+	$receiver->kill_kill;
+	is($receiver_err // '', '', 'the receiver reported no error');
+}
+
+# A webhook receiver (perl -e): verifies webhook-signature (v1,<base64 HMAC-SHA256 of
+# "id.timestamp.body">, the key the base64 after whsec_), answers 200 and logs a line
+# "id<TAB>verified|unverified<TAB>path" per request. Arguments: secret file, port file, log.
+sub webhook_receiver {
+	return <<'PERL';
+use strict;
+use warnings;
+use IO::Socket::INET;
+use Digest::SHA qw(hmac_sha256_base64);
+use MIME::Base64;
+my ($secret_file, $port_file, $log) = @ARGV;
+open my $fh, '<', $secret_file or die "$secret_file: $!";
+my $secret = do { local $/; <$fh> };
+$secret =~ s/\r?\n\z//;
+$secret =~ s/^whsec_// or die "the secret does not start with whsec_\n";
+my $key = decode_base64($secret);
+my $server = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 16,
+	ReuseAddr => 1) or die "listen: $!";
+open my $pf, '>', "$port_file.tmp" or die $!;
+print $pf $server->sockport;
+close $pf;
+rename "$port_file.tmp", $port_file or die $!;
+while (my $c = $server->accept) {
+	local $/ = "\r\n";
+	my $line = <$c> // next;
+	my ($path) = $line =~ m{^POST (\S+) HTTP/};
+	my %h;
+	while (my $header = <$c>) {
+		last if $header eq "\r\n";
+		$h{ lc $1 } = $2 if $header =~ /^([^:]+):\s*(.*?)\r\n\z/;
+	}
+	my $body = '';
+	read($c, $body, $h{'content-length'} // 0);
+	my $expected = hmac_sha256_base64("$h{'webhook-id'}.$h{'webhook-timestamp'}.$body", $key);
+	$expected .= '=' while length($expected) % 4;
+	my $verified = grep { $_ eq "v1,$expected" } split ' ', $h{'webhook-signature'} // '';
+	open my $out, '>>', $log or die $!;
+	print $out join("\t", $h{'webhook-id'} // '', $verified ? 'verified' : 'unverified', $path // ''), "\n";
+	close $out;
+	print $c "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+	close $c;
+}
+PERL
+}
+
 SKIP: {
 	skip "pg_cron is not installed in $sharedir", 11 unless $have_cron;
 
@@ -163,6 +332,20 @@ SKIP: {
 			qq{SELECT count(*) > 0 FROM cron.job_run_details WHERE jobid = $jobid}),
 		't', 'the history cleanup runs and keeps the recent runs');
 }
+
+# operations.md's replay example, as pasted, on a new database (issue 43: it was refused
+# there, blaming outbox.retention): rotation has dropped nothing, so a window before the
+# oldest partition holds no lost event.
+my ($replay_sql) = marked_blocks('docs/operations.md', 'replay-window');
+ok(defined $replay_sql, 'operations.md has the replay example');
+$node->safe_psql('postgres', 'CREATE DATABASE replays');
+$node->safe_psql('replays', q{CREATE EXTENSION outbox;
+	SELECT outbox.enqueue('order', '1', 'OrderCreated', '{}')});
+my ($replay_rc, $replay_out, $replay_err) = $node->psql('replays', $replay_sql, on_error_stop => 1);
+is($replay_rc, 0, 'the replay example runs as pasted on a new database') or diag($replay_err);
+is($node->safe_psql('replays', 'SELECT id, state FROM outbox.replays'), '1|cancelled',
+	'its replay 1 was made, then cancelled');
+$node->safe_psql('postgres', 'DROP DATABASE replays');
 
 $node->stop;
 done_testing();

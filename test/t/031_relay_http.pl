@@ -319,6 +319,19 @@ my ($plain_one) = @{ received() };
 is_deeply($plain_one->{verified_each}, [ JSON::PP::true, JSON::PP::false ], 'before the rotation: signed with the old secret only');
 check_received('rotation');
 
+# A token in the URL's query: configure_sink's owner sees it in outbox.sink_config; the
+# description that outbox.status and outbox.cluster_status show pg_monitor redacts it.
+my $token = 'tok-5f0c2a9e71d4';
+configure("$url?api_key=$token&key=" . '${aggregateid}', secret_file => 'rotation.secret');
+ok( $node->poll_query_until('postgres', q{SELECT sink LIKE '%api_key=[redacted]%' FROM outbox.status}),
+	'the query\'s token is redacted from the description');
+my $shown = $node->safe_psql('postgres',
+	q{SET ROLE watcher; SELECT string_agg(s.sink, E'\n') FROM outbox.status s
+	  UNION ALL SELECT string_agg(c.sink, E'\n') FROM outbox.cluster_status c});
+like($shown, qr/\?api_key=\[redacted\]&key=\$\{aggregateid\}/, '... a placeholder is shown');
+unlike($shown, qr/\Q$token\E/, '... in outbox.status and outbox.cluster_status');
+configure($url, secret_file => 'rotation.secret');
+
 # The secret never shows.
 my %channels;
 $channels{'pg_stat_activity (pg_monitor)'} = $node->safe_psql('postgres',

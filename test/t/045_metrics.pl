@@ -10,7 +10,8 @@
 #    relay's read) is a configuration error: backoffs counted, config_error 1, and cleared
 #    by the next acknowledgement once the file is back;
 #  - outbox.metrics() is valid Prometheus text (promtool check metrics), read by a role in
-#    pg_monitor only;
+#    pg_monitor only, also in a SQL_ASCII database named with bytes that are not UTF-8 (each
+#    such byte written as the characters \xHH);
 #  - prometheus-postgres-exporter with monitoring/postgres_exporter.yml, as that role,
 #    scraped over HTTP as Prometheus would, gives the same numbers without a scrape error,
 #    and they move as events flow.
@@ -214,6 +215,22 @@ for my $file ('outbox-alerts.yml', 'grafana-dashboard.json') {
 	my @unknown = grep { $ours !~ /(?:^| )\Q$_\E(?: |$)/ } sort keys %$used;
 	is("@unknown", '', "monitoring/$file uses no name the metrics lack");
 }
+
+# A SQL_ASCII database takes any bytes in names (issue 49): one named \xff\xfe, made from
+# another SQL_ASCII database so that the bytes reach the server unconverted.
+q1(q{CREATE DATABASE ascii ENCODING 'SQL_ASCII' TEMPLATE template0 LOCALE 'C'});
+my $odd = "\xff\xfe";
+$node->safe_psql('ascii',
+	qq{CREATE DATABASE "$odd" ENCODING 'SQL_ASCII' TEMPLATE template0 LOCALE 'C'});
+$node->safe_psql($odd, 'CREATE EXTENSION outbox');
+$text = $node->safe_psql($odd, 'SELECT outbox.metrics()', extra_params => [ '-U', 'watcher' ]);
+like($text, qr/^outbox_unpublished\{datname="\\\\xff\\\\xfe"\} 0$/m,
+	'a name\'s bytes that are not UTF-8 are written as \xHH');
+($out, $err) = ('', '');
+$ok = IPC::Run::run [ 'promtool', 'check', 'metrics' ], '<', \"$text\n", '>', \$out, '2>', \$err;
+ok($ok, 'promtool check metrics accepts it') or diag("$out$err");
+$node->safe_psql('ascii', qq{DROP DATABASE "$odd"});
+q1('DROP DATABASE ascii');
 
 $node->stop;
 done_testing();

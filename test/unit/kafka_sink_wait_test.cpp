@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kafka_test_support.hpp"
+#include "test_support.hpp"
 #include "sinks/kafka/kafka_sink.hpp"
 
 namespace {
@@ -22,6 +23,8 @@ namespace {
 using namespace outbox::sinks;
 using namespace outbox::sinks::test;
 using namespace std::chrono_literals;
+using outbox::test::kLongDeadline;
+using outbox::test::wait_until;
 
 // Pipelining: two batches started back to back, with the same keys, are acked and in the log
 // in the order started, key by key.
@@ -79,11 +82,13 @@ TEST(KafkaSink, FinishCompletesTheOldestBatchWhileTheNextWaits) {
   const auto m2 = second.messages();
   std::vector<Outcome> o1(m1.size(), kUnset), o2(m2.size(), kUnset);
 
-  sink->start(m1, o1, 10s);
-  sink->start(m2, o2, 10s);
-  auto t0 = Clock::now();
+  // The second batch can end only by its deadline while its broker is down: finish()
+  // returning before that deadline did not wait for it.
+  const auto t0 = Clock::now();
+  sink->start(m1, o1, kLongDeadline);
+  sink->start(m2, o2, kLongDeadline);
   sink->finish();
-  EXPECT_LT(Clock::now() - t0, 5s);
+  EXPECT_LT(Clock::now() - t0, kLongDeadline);
   EXPECT_EQ(summary(o1), std::string(10, 'A')) << first_error(o1);
   EXPECT_EQ(unset(o2), o2.size()) << summary(o2);
 
@@ -105,7 +110,10 @@ TEST(KafkaSink, LateFinishCountsTheAcksThatAreIn) {
   const auto messages = events.messages();
   std::vector<Outcome> outcomes(messages.size(), kUnset);
   sink->start(messages, outcomes, 300ms);
-  std::this_thread::sleep_for(800ms);
+  const auto started = Clock::now();  // the deadline was set before: it is past by then
+  // Every delivery report served (librdkafka's out queue counts those not yet served too).
+  ASSERT_TRUE(wait_until([&] { return rd_kafka_outq_len(sink->handle_for_testing()) == 0; }));
+  std::this_thread::sleep_until(started + 300ms);
   sink->finish();
   EXPECT_EQ(summary(outcomes), "AAAAA") << first_error(outcomes);
 }
@@ -127,35 +135,28 @@ TEST(KafkaSink, BrokersDownWithTwoBatchesStarted) {
   auto o1 = std::make_unique<std::vector<Outcome>>(m1.size(), kUnset);
   std::vector<Outcome> o2(m2.size(), kUnset), o3(m3.size(), kUnset);
 
+  // The later batches' deadlines only bound a hang: what ends their waits is the purge.
   const auto t1 = Clock::now();
   sink->start(m1, *o1, 1000ms);
   std::this_thread::sleep_for(200ms);
-  const auto t2 = Clock::now();
-  sink->start(m2, o2, 1000ms);
-  EXPECT_LT(Clock::now() - t2, 200ms);
+  sink->start(m2, o2, kLongDeadline);
   std::this_thread::sleep_for(500ms);  // the relay fetches and marks meanwhile
 
-  sink->finish();  // by the first batch's deadline, counted from its start()
-  EXPECT_GE(Clock::now() - t1, 950ms);
-  EXPECT_LT(Clock::now() - t1, 1500ms);
+  sink->finish();  // by the first batch's deadline, counted from its start(): not before it
+  EXPECT_GE(Clock::now() - t1, 1000ms);
   EXPECT_TRUE(all_unavailable(*o1, "timed out waiting for delivery report after 1000 ms"));
   o1.reset();
 
   // Started behind the purged messages of the second batch: not sent.
-  auto t3 = Clock::now();
-  sink->start(m3, o3, 1000ms);
-  EXPECT_LT(Clock::now() - t3, 200ms);
+  sink->start(m3, o3, kLongDeadline);
 
   sink->finish();
-  EXPECT_LT(Clock::now() - t2, 1800ms);
   EXPECT_EQ(unset(o2), 0u) << summary(o2);
   EXPECT_TRUE(all_unavailable(o2, ""));
   EXPECT_NE(first_error(o2).find("not sent: purged when an earlier batch timed out after 1000 ms"),
             std::string::npos)
       << first_error(o2);
-  t3 = Clock::now();
   sink->finish();
-  EXPECT_LT(Clock::now() - t3, 200ms);
   EXPECT_TRUE(all_unavailable(o3, "not sent: queued messages of an earlier batch were purged"));
   EXPECT_TRUE(sink->usable());
 
@@ -171,15 +172,18 @@ TEST(KafkaSink, BrokersDownWithTwoBatchesStarted) {
 }
 
 // A WaitObserver that says stop once `stop` is set (from another thread, as a signal handler
-// would set the relay's flag), and counts its calls.
+// would set the relay's flag), and counts its calls, and those that said stop.
 class StopObserver final : public WaitObserver {
  public:
   bool keep_waiting(std::string_view) noexcept override {
     ++calls;
-    return !stop;
+    if (!stop) return true;
+    ++stops;
+    return false;
   }
   std::atomic<bool> stop{false};
   std::atomic<int> calls{0};
+  std::atomic<int> stops{0};
 };
 
 // The observer ends the wait for a broker that is down long before the batches' timeout;
@@ -196,19 +200,18 @@ TEST(KafkaSink, ObserverEndsTheWait) {
   const auto m1 = first.messages();
   const auto m2 = second.messages();
   std::vector<Outcome> o1(m1.size(), kUnset), o2(m2.size(), kUnset);
-  sink->start(m1, o1, 60s);
-  sink->start(m2, o2, 60s);
+  sink->start(m1, o1, kLongDeadline);
+  sink->start(m2, o2, kLongDeadline);
   std::thread stopper([&observer] {
-    std::this_thread::sleep_for(300ms);
-    observer.stop = true;  // the server's stop reaching the relay
+    // Once the wait has begun: the server's stop reaching the relay.
+    wait_until([&observer] { return observer.calls > 0; });
+    observer.stop = true;
   });
-  const auto t0 = Clock::now();
   sink->finish();
+  // The observer ended the wait (not the deadline), at the first call after the stop.
+  EXPECT_EQ(observer.stops, 1);
   sink->finish();
-  const auto took = Clock::now() - t0;
   stopper.join();
-  EXPECT_GE(took, 250ms);
-  EXPECT_LT(took, 1s) << "the observer did not end the wait within 100 ms or so";
   EXPECT_TRUE(all_unavailable(o1, "not acknowledged: the relay stopped waiting"));
   EXPECT_EQ(unset(o2), 0u) << summary(o2);
   EXPECT_TRUE(all_unavailable(o2, ""));
@@ -235,9 +238,7 @@ TEST(KafkaSink, ObserverStopAtOnce) {
   sink->observe_waits(&observer);
   ASSERT_EQ(rd_kafka_mock_broker_set_down(cluster.get(), -1), RD_KAFKA_RESP_ERR_NO_ERROR);
   const Events events = four_keys(4);
-  const auto t0 = Clock::now();
-  auto outcomes = send(*sink, events, 60s);
-  EXPECT_LT(Clock::now() - t0, 80ms);
+  auto outcomes = send(*sink, events, kLongDeadline);
   EXPECT_EQ(observer.calls, 1);
   EXPECT_TRUE(all_unavailable(outcomes, "not acknowledged: the relay stopped waiting"));
   sink->observe_waits(nullptr);  // waits until the deadline again
@@ -265,29 +266,22 @@ TEST(KafkaSink, ObserverSeesBrokerTroubleBeforeTheTimeout) {
   const Events events = four_keys(8);
   const auto t0 = Clock::now();
   auto outcomes = send(*sink, events, 3000ms);
-  const auto took = Clock::now() - t0;
-  EXPECT_GE(took, 2900ms);
+  EXPECT_GE(Clock::now() - t0, 3000ms);  // not before the deadline
 
-  ASSERT_FALSE(recorder.calls.empty());
-  EXPECT_LT(recorder.calls.front().first - t0, 50ms);  // before the first wait
-  auto longest_gap = Clock::duration::zero();
+  // Called again and again while it waits, and never more often than every 100 ms.
+  ASSERT_GE(recorder.calls.size(), 2u);
   for (std::size_t i = 1; i < recorder.calls.size(); ++i) {
-    longest_gap = std::max(longest_gap, recorder.calls[i].first - recorder.calls[i - 1].first);
+    EXPECT_GE(recorder.calls[i].first - recorder.calls[i - 1].first, 100ms) << i;
   }
-  // 100 ms apart, with room for a loaded machine under the sanitizers.
-  EXPECT_LT(longest_gap, 200ms);
-  EXPECT_GE(recorder.calls.size(), 20u);
+  // The brokers' trouble reached it during the wait, before the timeout ended it.
   std::string seen;
-  Clock::duration seen_after{};
   for (const auto& [at, error] : recorder.calls) {
     if (!error.empty()) {
       seen = error;
-      seen_after = at - t0;
       break;
     }
   }
   EXPECT_FALSE(seen.empty()) << "no client error reached the observer";
-  EXPECT_LT(seen_after, 2000ms) << seen;
   EXPECT_TRUE(seen.find("_TRANSPORT") != std::string::npos ||
               seen.find("_ALL_BROKERS_DOWN") != std::string::npos)
       << seen;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nats_test_support.hpp"
+#include "test_support.hpp"
 #include "sinks/nats/nats_lookup.hpp"
 #include "sinks/nats/nats_sink.hpp"
 
@@ -18,6 +19,7 @@ namespace {
 using namespace outbox::sinks;
 using namespace outbox::sinks::test;
 using namespace std::chrono_literals;
+using outbox::test::kLongDeadline;
 
 #define REQUIRE_NATS_SERVER() \
   if (!have_nats_server()) GTEST_SKIP() << "no nats-server (Debian: nats-server)"
@@ -35,16 +37,16 @@ bool wait_reconnected(Sink& sink) {
 
 // Sends `events` again (1 s per attempt) until every one is acked or `limit` passed; a
 // ConfigError fails the test. Returns the last summary and how long it took.
-std::pair<std::string, Clock::duration> send_until_acked(Sink& sink, const Events& events,
-                                                         Clock::duration limit) {
+// The last summary, once all acked or after kLongDeadline.
+std::string send_until_acked(Sink& sink, const Events& events) {
   const auto t0 = Clock::now();
   std::string last;
-  while (Clock::now() - t0 < limit) {
+  while (Clock::now() - t0 < kLongDeadline) {
     last = summary(send(sink, events, 1s));
     if (last == std::string(events.data.size(), 'A')) break;
-    std::this_thread::sleep_for(20ms);  // a retry's pace, not what the test measures
+    std::this_thread::sleep_for(20ms);  // a retry's pace
   }
-  return {last, Clock::now() - t0};
+  return last;
 }
 
 TEST(NatsStreamLookup, ReadsTheStreamNamesAnswer) {
@@ -75,9 +77,8 @@ TEST(NatsSinkNoResponders, AMissingStreamIsConfirmedByTheLookup) {
   auto sink = make_nats_sink(server);
   std::vector<Outcome> outcomes(4);
   const Events orders = four_keys(4);
-  const auto t0 = Clock::now();
   try {
-    sink->send(orders.messages(), outcomes, 10s);
+    sink->send(orders.messages(), outcomes, kLongDeadline);  // answered by the lookup
     ADD_FAILURE() << "no ConfigError: " << first_error(outcomes);
   } catch (const ConfigError& e) {
     const std::string text = e.what();
@@ -86,7 +87,6 @@ TEST(NatsSinkNoResponders, AMissingStreamIsConfirmedByTheLookup) {
         << text;
     EXPECT_NE(text.find("nats stream add"), std::string::npos) << text;
   }
-  EXPECT_LT(Clock::now() - t0, 2s);  // JetStream answers the lookup at once
   Events invoices;
   invoices.add("invoice", "i1", "T", "{}");
   EXPECT_EQ(summary(send(*sink, invoices, 10s)), "A");
@@ -100,10 +100,9 @@ TEST(NatsSinkNoResponders, WithoutJetStreamIsUnavailableThenDeliversOnceItIsUp) 
   server.start();
   auto sink = make_nats_sink(server);  // connected at once: no reconnect grace
   const Events events = four_keys(4);
-  const auto t0 = Clock::now();
   std::vector<Outcome> outcomes;
-  EXPECT_NO_THROW(outcomes = send(*sink, events, 10s));
-  EXPECT_LT(Clock::now() - t0, 2500ms);  // the lookup's no responders come at once too
+  // Ended by the lookup's no responders (the error says so), not by the deadline.
+  EXPECT_NO_THROW(outcomes = send(*sink, events, kLongDeadline));
   EXPECT_TRUE(all_unavailable(outcomes,
                               "JetStream did not answer for subject \"outbox.event.order\" (no "
                               "responders): stream lookup: no responders"));
@@ -112,9 +111,7 @@ TEST(NatsSinkNoResponders, WithoutJetStreamIsUnavailableThenDeliversOnceItIsUp) 
   server.set_jetstream(true);
   server.start();
   add_outbox_stream(server);
-  const auto [result, took] = send_until_acked(*sink, events, 10s);
-  EXPECT_EQ(result, "AAAA");
-  EXPECT_LT(took, 2500ms);  // the client reconnects within its 500 ms reconnect wait
+  EXPECT_EQ(send_until_acked(*sink, events), "AAAA");  // once the client has reconnected
   NatsClient client(server.url());
   EXPECT_EQ(client.read("OUTBOX").size(), 4u);
 }
@@ -139,9 +136,7 @@ TEST(NatsSinkNoResponders, ARestartWithoutJetStreamIsUnavailableAndTheStoredStre
   server.set_jetstream(true);
   server.start();
   wait_for_outbox_stream(server);
-  const auto [result, took] = send_until_acked(*sink, events, 10s);
-  EXPECT_EQ(result, "AAAAAA");
-  EXPECT_LT(took, 2500ms);
+  EXPECT_EQ(send_until_acked(*sink, events), "AAAAAA");
   NatsClient client(server.url());
   EXPECT_EQ(client.read("OUTBOX").size(), 7u);
 }
@@ -151,16 +146,17 @@ TEST(NatsSinkNoResponders, AMissingStreamAfterAReconnectIsAConfigErrorOnceTheGra
   NatsServer server;  // JetStream, no stream
   auto sink = make_nats_sink(server);
   server.stop();
+  const auto restarted = Clock::now();  // the grace counts from the reconnect, after this
   server.start();
   ASSERT_TRUE(wait_reconnected(*sink));
-  const auto reconnected = Clock::now();
   const Events events = four_keys(2);
   std::vector<Outcome> outcomes;
   EXPECT_NO_THROW(outcomes = send(*sink, events, 5s));
   EXPECT_TRUE(all_unavailable(outcomes, "(no responders): reconnected"));
   // Tried again as the relay would, until the stream lookup is trusted.
   std::string config_error;
-  while (config_error.empty() && Clock::now() - reconnected < NatsSink::kReconnectGrace + 5s) {
+  while (config_error.empty() &&
+         Clock::now() - restarted < NatsSink::kReconnectGrace + kLongDeadline) {
     try {
       outcomes = send(*sink, events, 5s);
       EXPECT_TRUE(all_unavailable(outcomes, "(no responders): reconnected"));
@@ -172,7 +168,7 @@ TEST(NatsSinkNoResponders, AMissingStreamAfterAReconnectIsAConfigErrorOnceTheGra
   EXPECT_NE(config_error.find("no JetStream stream stores subject \"outbox.event.order\""),
             std::string::npos)
       << config_error;
-  EXPECT_GE(Clock::now() - reconnected, NatsSink::kReconnectGrace - 1s);
+  EXPECT_GE(Clock::now() - restarted, NatsSink::kReconnectGrace);  // not before the grace
 }
 
 // The server stops reading with two started batches on their way, then dies: none of their
@@ -198,13 +194,12 @@ TEST(NatsSinkRestart, ALostConnectionEndsTheWaitForPubAcksAndKeepsEachKeysOrder)
   std::vector<Outcome> o1(m1.size(), kUnset), o2(m2.size(), kUnset), o3(m3.size(), kUnset);
 
   server.pause();
-  sink->start(m1, o1, 10s);
-  sink->start(m2, o2, 10s);
+  // Their deadlines only bound a hang: the error says the lost connection settled them.
+  sink->start(m1, o1, kLongDeadline);
+  sink->start(m2, o2, kLongDeadline);
   std::this_thread::sleep_for(200ms);  // written to the socket, unread
-  const auto t0 = Clock::now();
   server.kill_now();
   sink->finish();
-  EXPECT_LT(Clock::now() - t0, 2s);  // not the batch's 10 s
   EXPECT_TRUE(all_unavailable(o1, "nats: connection lost before its PubAck"));
 
   server.start();
@@ -221,7 +216,7 @@ TEST(NatsSinkRestart, ALostConnectionEndsTheWaitForPubAcksAndKeepsEachKeysOrder)
 
   // As the relay sends them again: in order, each batch until it is acked.
   for (const Events* events : std::vector<const Events*>{&first, &second, &third}) {
-    EXPECT_EQ(send_until_acked(*sink, *events, 10s).first, std::string(events->data.size(), 'A'));
+    EXPECT_EQ(send_until_acked(*sink, *events), std::string(events->data.size(), 'A'));
   }
   NatsClient client(server.url());
   const auto stored = client.read("OUTBOX");

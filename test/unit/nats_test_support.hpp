@@ -269,16 +269,11 @@ inline std::string nats_config_error(Options options) {
 class CountingObserver : public WaitObserver {
  public:
   bool keep_waiting(std::string_view error) noexcept override {
-    const auto now = Clock::now();
-    if (calls_ > 0) longest_gap_ = std::max(longest_gap_, now - last_);
-    last_ = now;
     ++calls_;
     last_error_ = std::string(error);
     return true;
   }
   int calls_ = 0;
-  Clock::duration longest_gap_{0};
-  Clock::time_point last_;
   std::string last_error_;
 };
 

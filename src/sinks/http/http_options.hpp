@@ -8,7 +8,8 @@
 // "${", another scheme, or a URL curl cannot parse is a ConfigError at create.
 //
 // Userinfo (https://user:password@host/, or user@host) is refused: the options are stored in
-// clear, so a password there would be readable in outbox.sink_config and pg_dump.
+// clear, so a password there would be readable in outbox.sink_config and pg_dump. The query's
+// values are redacted from the description, which monitoring roles read.
 #pragma once
 
 #include <cstddef>
@@ -31,12 +32,20 @@ class UrlTemplate {
   UrlTemplate() = default;
 
   std::string render(const Message& message) const { return template_.render(message); }
-  // The template as given (it holds no credential): what describe() shows.
-  const std::string& shown() const { return template_.text(); }
+  // What describe() shows (outbox.status, outbox.cluster_status, which pg_monitor reads):
+  // the template with its query's values and its fragment redacted (url_redacted()).
+  const std::string& shown() const { return shown_; }
 
  private:
   EventTemplate template_;
+  std::string shown_;
 };
+
+// `url` with each query value that is not only placeholders, a query part without a value,
+// and the fragment replaced by "[redacted]": a receiver's token often rides in the query
+// (?api_key=...). The scheme, host and path are shown; no credential belongs there (userinfo
+// is refused).
+std::string url_redacted(std::string_view url);
 
 // Every byte but the unreserved ones (RFC 3986) as %XX.
 std::string percent_encoded(std::string_view text);

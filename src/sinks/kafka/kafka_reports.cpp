@@ -22,30 +22,14 @@ void KafkaSink::on_log(const rd_kafka_t* rk, int level, const char* facility, co
 
 void KafkaSink::logged(int level, const char* facility, const char* text) noexcept {
   try {
-    std::lock_guard<std::mutex> lock(log_mu_);
-    if (log_.size() >= kMaxLogLines) {
-      ++log_dropped_;
-      return;
-    }
     // librdkafka redacts only some secrets (debug=conf shows sasl.oauthbearer.client.secret).
-    log_.push_back(
-        LogLine{level, redacted(std::string("librdkafka ") + facility + ": " + text, secrets_)});
+    log_.add(level, redacted(std::string("librdkafka ") + facility + ": " + text, secrets_));
   } catch (...) {
     // Out of memory: the line is lost.
   }
 }
 
-std::vector<LogLine> KafkaSink::take_log() {
-  std::lock_guard<std::mutex> lock(log_mu_);
-  std::vector<LogLine> out;
-  out.swap(log_);
-  if (log_dropped_ > 0) {
-    out.push_back(
-        LogLine{4, "librdkafka: " + std::to_string(log_dropped_) + " more log lines were dropped"});
-    log_dropped_ = 0;
-  }
-  return out;
-}
+std::vector<LogLine> KafkaSink::take_log() { return log_.take(); }
 
 void KafkaSink::delivered(const rd_kafka_message_t* message) noexcept {
   try {

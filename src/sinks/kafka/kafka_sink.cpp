@@ -1,5 +1,5 @@
 // The Kafka sink (kafka_sink.hpp says what it sends and what each outcome means): the
-// producer, its thread and its callbacks.
+// producer, its thread, start() and the queuing of batches (finish(): kafka_finish.cpp).
 //
 // A librdkafka fatal error (e.g. the idempotent producer's unrecoverable sequence errors)
 // makes every pending outcome of every started batch kUnavailable and usable() false for
@@ -26,7 +26,6 @@
 #include <string_view>
 #include <utility>
 
-#include "sinks/common/oldest_batch.hpp"
 #include "sinks/kafka/kafka_options.hpp"
 
 namespace outbox::sinks {
@@ -34,9 +33,6 @@ namespace outbox::sinks {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// How often finish() asks the WaitObserver while it waits.
-constexpr auto kObserveEvery = std::chrono::milliseconds(100);
 
 // How long one rd_kafka_poll may wait before `deadline`: at most 100 ms, so that a fatal error
 // is noticed soon.
@@ -190,10 +186,10 @@ void KafkaSink::queue(std::unique_lock<std::mutex>& lock, Batch& batch,
   }
   std::string topic;
   std::string topic_error;
-  for (std::size_t i = 0; i < messages.size(); ++i) {
+  for (std::size_t i = 0; i < messages.size();) {
     if (stopping_) return;
     // An earlier batch's messages could not be queued, or were purged by a timeout (maybe
-    // while this loop waited for room): queuing this one could overtake them.
+    // while produce_one waited for room): queuing this one could overtake them.
     if (!held_back_.empty()) {
       fail_pending(batch, held_back_);
       return;
@@ -208,180 +204,85 @@ void KafkaSink::queue(std::unique_lock<std::mutex>& lock, Batch& batch,
       settle(batch, i,
              Outcome{Delivery::kDeferred, "not sent: an earlier event of its key " + why});
       batch.rejected_keys.add(m, why);
-      continue;
-    }
-    if (!routing::route_topic(topic_template_, m, topic, topic_error)) {
+    } else if (!routing::route_topic(topic_template_, m, topic, topic_error)) {
       reject(batch, i, m, topic_error);
-      continue;
+    } else {
+      const std::optional<rd_kafka_resp_err_t> err = produce_one(lock, batch, i, topic);
+      if (!err) continue;  // stopping, or held back: the checks above end the pass
+      if (*err != RD_KAFKA_RESP_ERR_NO_ERROR && !not_queued(batch, i, *err, topic)) return;
     }
-    const std::int64_t timestamp_ms =
-        timestamp_from_event_ && m.created_at_unix_us > 0 ? m.created_at_unix_us / 1000 : 0;
-    void* opaque = reinterpret_cast<void*>(static_cast<std::uintptr_t>(batch.first_seq + i));
-
-    rd_kafka_topic_t* rkt = topic_handle(topic);
-    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
-    if (rkt == nullptr) {
-      err = rd_kafka_last_error();
-      if (err == RD_KAFKA_RESP_ERR_NO_ERROR) err = RD_KAFKA_RESP_ERR__INVALID_ARG;
-    }
-    while (rkt != nullptr) {  // until queued, or not queueable
-      rd_kafka_headers_t* headers = rd_kafka_headers_new(2 + m.headers.size());
-      for (const auto& [name, value] : routing::message_headers(m)) {
-        rd_kafka_header_add(headers, name.data(), static_cast<ssize_t>(name.size()), value.data(),
-                            static_cast<ssize_t>(value.size()));
-      }
-      if (cloudevents_.enabled) {
-        for (const auto& [name, value] : routing::cloudevents_headers(m, cloudevents_.source)) {
-          rd_kafka_header_add(headers, name.data(), static_cast<ssize_t>(name.size()), value.data(),
-                              static_cast<ssize_t>(value.size()));
-        }
-      }
-      err = rd_kafka_producev(
-          rk_, RD_KAFKA_V_RKT(rkt),
-          RD_KAFKA_V_KEY(routing::message_key(m).data(), routing::message_key(m).size()),
-          RD_KAFKA_V_VALUE(const_cast<char*>(m.payload.data()), m.payload.size()),
-          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(headers),
-          RD_KAFKA_V_TIMESTAMP(timestamp_ms), RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
-      if (err == RD_KAFKA_RESP_ERR_NO_ERROR) break;  // the message owns the headers now
-      rd_kafka_headers_destroy(headers);
-      if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL || poll_ms(batch.deadline) == 0) break;
-      // Make room: serve delivery reports (their callbacks take the lock).
-      const int wait_ms = poll_ms(batch.deadline);
-      lock.unlock();
-      rd_kafka_poll(rk_, wait_ms);
-      lock.lock();
-      if (stopping_) return;
-      if (!held_back_.empty()) break;  // a timeout purged while we waited: see above
-    }
-    if (!held_back_.empty()) {
-      fail_pending(batch, held_back_);
-      return;
-    }
-    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) continue;
-    if (err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION) {
-      // Its partition has no leader: this message alone fails, the others go on.
-      if (auto refusal = partitioner_->take(batch.first_seq + i)) {
-        refused(batch, i, *refusal, topic.c_str());
-        continue;
-      }
-    }
-
-    const Delivery delivery = classify(err);
-    if (delivery == Delivery::kRejected) {
-      reject(batch, i, m, error_text(err));
-      continue;
-    }
-    // Cannot queue, and may not skip to later messages, of this batch or of batches started
-    // before this one finishes (they could share its key).
-    if (err == RD_KAFKA_RESP_ERR__FATAL) check_fatal();
-    const std::string why = fatal_ ? fatal_error_ : error_text(err);
-    settle(batch, i, Outcome{Delivery::kUnavailable, why});
-    const std::string not_sent =
-        "not sent: an earlier message of the batch could not be queued: " + why;
-    for (std::size_t j = i + 1; j < messages.size(); ++j) {
-      if (batch.waiting[j]) settle(batch, j, Outcome{Delivery::kUnavailable, not_sent});
-    }
-    held_back_ = "not sent: an earlier message could not be queued: " + why;
-    break;
+    ++i;
   }
 }
 
-void KafkaSink::finish() {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (batches_.empty()) return;
-  const OldestBatch<Batch> oldest(batches_);
-  Batch& batch = oldest.get();
-
-  // Reports that are in count even past the deadline (the relay may come late). The
-  // thread must be done with the batch's messages before finish() returns, whatever
-  // happens: it stops queuing at the deadline, or at once after a fatal error.
-  bool fatal = false;
-  bool abandoned = false;
-  bool stragglers = false;
-  auto observe_at = Clock::now();  // the observer first hears of the wait before it starts
-  while (!(batch.queued && batch.pending == 0)) {
-    if (!fatal && check_fatal()) {
-      fail_all_on_fatal(lock);
-      fatal = true;
-      continue;
+std::optional<rd_kafka_resp_err_t> KafkaSink::produce_one(std::unique_lock<std::mutex>& lock,
+                                                          Batch& batch, std::size_t i,
+                                                          const std::string& topic) {
+  rd_kafka_topic_t* rkt = topic_handle(topic);
+  if (rkt == nullptr) {
+    const rd_kafka_resp_err_t err = rd_kafka_last_error();
+    return err == RD_KAFKA_RESP_ERR_NO_ERROR ? RD_KAFKA_RESP_ERR__INVALID_ARG : err;
+  }
+  const Message& m = (*batch.messages)[i];
+  const std::int64_t timestamp_ms =
+      timestamp_from_event_ && m.created_at_unix_us > 0 ? m.created_at_unix_us / 1000 : 0;
+  void* opaque = reinterpret_cast<void*>(static_cast<std::uintptr_t>(batch.first_seq + i));
+  for (;;) {  // until queued, or not queueable
+    rd_kafka_headers_t* headers = rd_kafka_headers_new(2 + m.headers.size());
+    for (const auto& [name, value] : routing::message_headers(m)) {
+      rd_kafka_header_add(headers, name.data(), static_cast<ssize_t>(name.size()), value.data(),
+                          static_cast<ssize_t>(value.size()));
     }
-    auto now = Clock::now();
-    if (!abandoned && now >= observe_at) {
-      // Without the lock: the observer may take its own locks, and the reports go on.
-      const std::string client_error = last_error_;
-      lock.unlock();
-      const bool keep = keep_waiting(client_error);
-      lock.lock();
-      now = Clock::now();
-      observe_at = now + kObserveEvery;
-      if (!keep) {
-        // The deadline is now, for this loop and for the thread's queuing.
-        abandoned = true;
-        batch.deadline = std::min(batch.deadline, now);
-      }
-      continue;  // the batch may have completed meanwhile
-    }
-    // At most 100 ms at a time, so that a fatal error is noticed soon.
-    auto until = now + std::chrono::milliseconds(100);
-    if (!abandoned) until = std::min(until, observe_at);
-    if (batch.queued) {
-      if (now >= batch.deadline) break;
-      until = std::min(until, batch.deadline);
-      if (!abandoned && batch.acked > 0 && straggler_timeout_.count() > 0) {
-        const auto patience = now - leader_lost_at_ < straggler_timeout_
-                                  ? std::min(straggler_timeout_, kLeaderLostPatience)
-                                  : straggler_timeout_;
-        const auto straggling_at = batch.progress_at + patience;
-        if (now >= straggling_at) {
-          stragglers = true;
-          break;
-        }
-        until = std::min(until, straggling_at);
+    if (cloudevents_.enabled) {
+      for (const auto& [name, value] : routing::cloudevents_headers(m, cloudevents_.source)) {
+        rd_kafka_header_add(headers, name.data(), static_cast<ssize_t>(name.size()), value.data(),
+                            static_cast<ssize_t>(value.size()));
       }
     }
-    changed_.wait_until(lock, until);
+    const rd_kafka_resp_err_t err = rd_kafka_producev(
+        rk_, RD_KAFKA_V_RKT(rkt),
+        RD_KAFKA_V_KEY(routing::message_key(m).data(), routing::message_key(m).size()),
+        RD_KAFKA_V_VALUE(const_cast<char*>(m.payload.data()), m.payload.size()),
+        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(headers),
+        RD_KAFKA_V_TIMESTAMP(timestamp_ms), RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return err;  // the message owns the headers now
+    rd_kafka_headers_destroy(headers);
+    const int wait_ms = poll_ms(batch.deadline);
+    if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL || wait_ms == 0) return err;
+    // Make room: serve delivery reports (their callbacks take the lock).
+    lock.unlock();
+    rd_kafka_poll(rk_, wait_ms);
+    lock.lock();
+    if (stopping_ || !held_back_.empty()) return std::nullopt;  // a timeout purged meanwhile
   }
-  if (batch.pending == 0) return;
-  if (stragglers) {
-    // Others of the batch were acknowledged: these wait for their partition (most likely one
-    // without a leader). They stay queued, not purged: ahead of any retry in their partition,
-    // so the order of a key holds; the relay holds their keys and retries them (a duplicate if
-    // the queued one gets through too). Their late reports find no batch.
-    std::string error =
-        "not acknowledged while the rest of the batch was "
-        "(straggler.timeout.ms): still queued for a partition that may have "
-        "no leader";
-    if (!last_error_.empty()) error += " (last client error: " + last_error_ + ")";
-    for (std::size_t i = 0; i < batch.waiting.size(); ++i) {
-      if (!batch.waiting[i]) continue;
-      settle(batch, i, Outcome{Delivery::kUnavailable, error});
-      hold_key(batch, (*batch.messages)[i], "was not acknowledged: " + error);
-    }
-    return;
-  }
+}
 
-  std::string error = abandoned ? std::string("not acknowledged: the relay stopped waiting")
-                                : "timed out waiting for delivery report after " +
-                                      std::to_string(batch.timeout.count()) + " ms";
-  if (!last_error_.empty()) error += " (last client error: " + last_error_ + ")";
-  // Queued, not yet sent messages would be sent later as duplicates of the relay's retry:
-  // drop them. In-flight ones cannot be recalled. The purge must block: with
-  // RD_KAFKA_PURGE_F_NON_BLOCKING it runs later and also drops the messages of batches
-  // started after this call. It drops those of the later batches started already: their
-  // reports (_PURGE_QUEUE) make them kUnavailable, and batches started while they are
-  // unfinished must not overtake them.
-  purge_reason_ = abandoned ? "not sent: purged when the relay stopped waiting for an earlier "
-                              "batch"
-                            : "not sent: purged when an earlier batch timed out after " +
-                                  std::to_string(batch.timeout.count()) + " ms";
-  rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE);
-  fail_pending(batch, error);
-  for (const Batch& started : batches_) {
-    if (started.pending > 0) {
-      held_back_ = "not sent: queued messages of an earlier batch were purged: " + error;
-      break;
+bool KafkaSink::not_queued(Batch& batch, std::size_t i, rd_kafka_resp_err_t err,
+                           const std::string& topic) {
+  const Message& m = (*batch.messages)[i];
+  if (err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION) {
+    // Its partition has no leader: this message alone fails, the others go on.
+    if (auto refusal = partitioner_->take(batch.first_seq + i)) {
+      refused(batch, i, *refusal, topic.c_str());
+      return true;
     }
   }
+  if (classify(err) == Delivery::kRejected) {
+    reject(batch, i, m, error_text(err));
+    return true;
+  }
+  // Cannot queue, and may not skip to later messages, of this batch or of batches started
+  // before this one finishes (they could share its key).
+  if (err == RD_KAFKA_RESP_ERR__FATAL) check_fatal();
+  const std::string why = fatal_ ? fatal_error_ : error_text(err);
+  settle(batch, i, Outcome{Delivery::kUnavailable, why});
+  const std::string not_sent =
+      "not sent: an earlier message of the batch could not be queued: " + why;
+  for (std::size_t j = i + 1; j < batch.waiting.size(); ++j) {
+    if (batch.waiting[j]) settle(batch, j, Outcome{Delivery::kUnavailable, not_sent});
+  }
+  held_back_ = "not sent: an earlier message could not be queued: " + why;
+  return false;
 }
 
 std::unique_ptr<Sink> create_kafka_sink(const Options& options) {

@@ -64,6 +64,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -72,6 +73,7 @@
 #include "sinks/kafka/kafka_batch.hpp"
 #include "sinks/kafka/kafka_partitioner.hpp"
 #include "sinks/kafka/routing.hpp"
+#include "sinks/common/log_buffer.hpp"
 #include "sinks/common/sink.hpp"
 
 namespace outbox::sinks {
@@ -93,7 +95,8 @@ class KafkaSink final : public Sink {
   std::vector<LogLine> take_log() override;
   std::size_t max_message_bytes() const override { return max_message_bytes_; }
 
-  static constexpr std::size_t kMaxLogLines = 100;  // kept between take_log()s; more counted
+  static constexpr std::size_t kMaxLogLines =
+      LogBuffer::kDefaultMaxLines;  // kept between take_log()s; more counted
 
   // How a librdkafka error code counts for one message, and how it reads.
   static Delivery classify(rd_kafka_resp_err_t err);
@@ -122,10 +125,27 @@ class KafkaSink final : public Sink {
   bool check_fatal() noexcept;
   // The sink's thread: queues started batches, serves reports, flushes while finish() waits.
   void run() noexcept;
-  // Queues the messages of `batch` in librdkafka. Runs on the sink's thread with `lock`
-  // held, released only while it waits for room in a full queue.
+  // Queues the messages of `batch` in librdkafka, in one pass. Runs on the sink's thread with
+  // `lock` held, released only while produce_one() waits for room in a full queue.
   void queue(std::unique_lock<std::mutex>& lock, Batch& batch,
              const std::vector<Message>& messages);
+  // Hands message i of `batch` to librdkafka for `topic`; on a full queue, serves delivery
+  // reports (with `lock` released) and tries again until the batch's deadline. Returns
+  // librdkafka's answer, or nullopt when, after such a wait, the sink is stopping or
+  // held_back_ is set (the message is not queued then).
+  std::optional<rd_kafka_resp_err_t> produce_one(std::unique_lock<std::mutex>& lock, Batch& batch,
+                                                 std::size_t i, const std::string& topic);
+  // Settles message i, which librdkafka refused with `err`; returns whether the later messages
+  // of the batch may still be queued.
+  bool not_queued(Batch& batch, std::size_t i, rd_kafka_resp_err_t err, const std::string& topic);
+  // How finish()'s wait for `batch` ended (kafka_finish.cpp).
+  enum class WaitEnd { kComplete, kDeadline, kAbandoned, kStragglers };
+  WaitEnd wait_for(std::unique_lock<std::mutex>& lock, Batch& batch);
+  // The rest of `batch` after kStragglers: kUnavailable, still queued, their keys held back.
+  void settle_stragglers(Batch& batch);
+  // The rest of `batch` after its deadline, or after the observer ended the wait: kUnavailable,
+  // and librdkafka's queue purged.
+  void give_up(Batch& batch, bool abandoned);
   bool any_pending() const;
   // Gives message i of `batch` its outcome, unless it has one; it no longer waits.
   static void settle(Batch& batch, std::size_t i, Outcome outcome);
@@ -186,11 +206,9 @@ class KafkaSink final : public Sink {
   // Why finish() last purged the queue: the error of the purged messages' reports.
   std::string purge_reason_;
 
-  // librdkafka's log lines for take_log(); their own mutex, since librdkafka logs from
+  // librdkafka's log lines for take_log(), behind their own mutex: librdkafka logs from
   // inside calls made with mu_ held.
-  std::mutex log_mu_;
-  std::vector<LogLine> log_;
-  std::size_t log_dropped_ = 0;
+  LogBuffer log_{"librdkafka"};
 
   std::thread thread_;  // last: starts once everything above is initialised
 };

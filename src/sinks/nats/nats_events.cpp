@@ -172,29 +172,9 @@ void NatsSink::connection_event(int level, const char* what, bool up) noexcept {
   }
 }
 
-void NatsSink::log(int level, std::string text) noexcept {
-  try {
-    std::lock_guard<std::mutex> lock(log_mu_);
-    if (log_.size() >= kMaxLogLines) {
-      ++log_dropped_;
-      return;
-    }
-    log_.push_back(LogLine{level, std::move(text)});
-  } catch (...) {
-  }
-}
+void NatsSink::log(int level, std::string text) noexcept { log_.add(level, std::move(text)); }
 
-std::vector<LogLine> NatsSink::take_log() {
-  std::lock_guard<std::mutex> lock(log_mu_);
-  std::vector<LogLine> out;
-  out.swap(log_);
-  if (log_dropped_ > 0) {
-    out.push_back(
-        LogLine{4, "nats: " + std::to_string(log_dropped_) + " more log lines were dropped"});
-    log_dropped_ = 0;
-  }
-  return out;
-}
+std::vector<LogLine> NatsSink::take_log() { return log_.take(); }
 
 void NatsSink::acked(natsMsg* msg, const jsPubAck* pa, const jsPubAckErr* pae) noexcept {
   try {

@@ -87,6 +87,7 @@
 
 #include "sinks/nats/nats_batch.hpp"
 #include "sinks/nats/nats_options.hpp"
+#include "sinks/common/log_buffer.hpp"
 #include "sinks/common/signals_blocked.hpp"
 #include "sinks/common/sink.hpp"
 
@@ -109,7 +110,7 @@ class NatsSink final : public Sink {
   // The server's max_payload once connected (0 before).
   std::size_t max_message_bytes() const override;
 
-  static constexpr std::size_t kMaxLogLines = 100;
+  static constexpr std::size_t kMaxLogLines = LogBuffer::kDefaultMaxLines;
   // How often start() and finish() ask the WaitObserver while they wait.
   static constexpr std::chrono::milliseconds kObserveEvery{100};
   // After a reconnect, "no responders" is JetStream starting, not a missing stream.
@@ -189,9 +190,7 @@ class NatsSink final : public Sink {
   std::string last_error_;  // the latest connection-level trouble ("" once all is well)
   std::optional<Clock::time_point> connected_at_;  // the last (re)connect after the first
 
-  std::mutex log_mu_;
-  std::vector<LogLine> log_;
-  std::size_t log_dropped_ = 0;
+  LogBuffer log_{"nats"};
 };
 
 std::unique_ptr<Sink> create_nats_sink(const Options& options);
