@@ -8,6 +8,7 @@
 #include "core/event_rules.hpp"
 #include "core/inbox_rules.hpp"
 #include "pg/boundary.hpp"
+#include "pg/inbox_consumer_roles.hpp"
 #include "pg/settings.hpp"
 #include "pg/text_measure.hpp"
 
@@ -178,13 +179,17 @@ void check_inbox_consumer(const char* function, std::string_view name, Oid role)
 }  // namespace outbox::pg
 
 // Trigger of outbox.inbox_consumers, for each statement that changes it: every backend
-// reads the bindings again (at this transaction's commit; this one at its next command).
+// reads the bindings again (at this transaction's commit; this one at its next command),
+// and the roles they name are recorded as dependencies (DROP ROLE refuses them).
 OUTBOX_FUNCTION(outbox_inbox_consumers_changed) {
   using namespace outbox::pg;
-  guard([&] {
+  const Oid bindings = guard([&] {
     if (!CALLED_AS_TRIGGER(fcinfo)) elog(ERROR, "outbox: not called as a trigger");
-    CacheInvalidateRelcache(reinterpret_cast<TriggerData*>(fcinfo->context)->tg_relation);
+    Relation rel = reinterpret_cast<TriggerData*>(fcinfo->context)->tg_relation;
+    CacheInvalidateRelcache(rel);
+    return RelationGetRelid(rel);
   });
+  sync_binding_roles(bindings);
   return PointerGetDatum(nullptr);
 }
 

@@ -94,6 +94,31 @@ RESET ROLE;
 SELECT outbox.bind_inbox_consumer('billing', 'inbox_billing') AS bound,
        outbox.bind_inbox_consumer('billing', 'inbox_billing') AS bound_again;
 SELECT consumer, role FROM outbox.inbox_consumers ORDER BY consumer, role::text;
+-- A bound role cannot be dropped, nor does DROP OWNED remove its bindings: unbind first.
+-- pg_shdepend records it as a privilege on the column "role", which DROP ROLE names. The
+-- dependencies follow the rows however they change (by hand too, as the owner).
+SELECT regress.try($$DROP ROLE inbox_billing$$) AS drop_bound_role;
+CREATE ROLE inbox_other;
+INSERT INTO outbox.inbox_consumers (consumer, role) VALUES ('shipping', 'inbox_other');
+DO $$
+DECLARE
+    d text;
+BEGIN
+    DROP ROLE inbox_other;
+EXCEPTION WHEN dependent_objects_still_exist THEN
+    GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
+    RAISE NOTICE 'detail: %', d;
+END
+$$;
+SELECT regress.try($$DROP OWNED BY inbox_other$$) AS drop_owned,
+       regress.try($$DROP ROLE inbox_other$$) AS drop_after_drop_owned;
+SELECT outbox.unbind_inbox_consumer('shipping', 'inbox_other') AS unbound;
+DROP ROLE inbox_other;
+-- A role that does not exist (an oid) cannot be bound, even by hand.
+SELECT regress.try($$INSERT INTO outbox.inbox_consumers (consumer, role) VALUES ('shipping', '4000000000')$$) AS dangling;
+SELECT d.refobjid::regrole AS depended_on FROM pg_shdepend d
+ WHERE d.classid = 'pg_class'::regclass AND d.objid = 'outbox.inbox_consumers'::regclass
+ ORDER BY 1::text;
 -- Another role can neither ask whether billing applied an event (the call would tell, even
 -- rolled back) nor record one under billing's name: refused, nothing written.
 SET ROLE inbox_intruder;
@@ -157,6 +182,8 @@ SELECT regress.try($$SELECT outbox.unbind_inbox_consumer(NULL, 'inbox_billing')$
 SELECT consumer, role FROM outbox.inbox_consumers ORDER BY consumer, role::text;
 SELECT consumer, event_id FROM outbox.inbox ORDER BY consumer, event_id;
 SELECT outbox.unbind_inbox_consumer('billing', 'inbox_billing') AS unbound;
+SELECT count(*) AS dependencies_left FROM pg_shdepend d
+ WHERE d.classid = 'pg_class'::regclass AND d.objid = 'outbox.inbox_consumers'::regclass;
 DELETE FROM outbox.inbox;
 REVOKE ALL ON SCHEMA outbox, regress FROM inbox_billing, inbox_intruder;
 REVOKE ALL ON FUNCTION outbox.inbox_receive(text, uuid, timestamptz) FROM inbox_billing, inbox_intruder;
