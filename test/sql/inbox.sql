@@ -114,6 +114,16 @@ SELECT regress.try($$DROP OWNED BY inbox_other$$) AS drop_owned,
        regress.try($$DROP ROLE inbox_other$$) AS drop_after_drop_owned;
 SELECT outbox.unbind_inbox_consumer('shipping', 'inbox_other') AS unbound;
 DROP ROLE inbox_other;
+-- pg_upgrade carries the rows, not their pg_shdepend entries: any statement on the table
+-- (operations.md: DELETE ... WHERE false) records them again.
+DELETE FROM pg_shdepend d
+ WHERE d.classid = 'pg_class'::regclass AND d.objid = 'outbox.inbox_consumers'::regclass;
+SELECT count(*) AS recorded_before FROM pg_shdepend d
+ WHERE d.classid = 'pg_class'::regclass AND d.objid = 'outbox.inbox_consumers'::regclass;
+DELETE FROM outbox.inbox_consumers WHERE false;
+SELECT d.refobjid::regrole AS recorded_again FROM pg_shdepend d
+ WHERE d.classid = 'pg_class'::regclass AND d.objid = 'outbox.inbox_consumers'::regclass;
+SELECT regress.try($$DROP ROLE inbox_billing$$) AS drop_after_upgrade;
 -- A role that does not exist (an oid) cannot be bound, even by hand.
 SELECT regress.try($$INSERT INTO outbox.inbox_consumers (consumer, role) VALUES ('shipping', '4000000000')$$) AS dangling;
 SELECT d.refobjid::regrole AS depended_on FROM pg_shdepend d
