@@ -11,6 +11,7 @@ extern "C" {
 #include "catalog/pg_class.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/lsyscache.h"
 }
 
@@ -48,6 +49,10 @@ void sync_binding_roles(Oid bindings) {
   guard([&] {
     const AttrNumber column = get_attnum(bindings, "role");
     if (column == InvalidAttrNumber) elog(ERROR, "outbox.inbox_consumers has no column role");
+    // One change at a time, to the end of its transaction: the next one's statements (each
+    // with a new snapshot, at READ COMMITTED) see what this one recorded. Not a lock on the
+    // table, which the changing statements already hold: two of them would deadlock.
+    LockDatabaseObject(RelationRelationId, bindings, column, ExclusiveLock);
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "outbox: SPI_connect failed");
     // Not read-only: sees the statement that fired the trigger.
     if (SPI_execute(kBoundSql, false, 0) != SPI_OK_SELECT) {
