@@ -380,6 +380,88 @@ $$;
 -- inbox: consumer names bound to roles
 -- ---------------------------------------------------------------------------------------
 
+-- inbox_receive checks the name against the calling role, so it no longer runs as its
+-- owner as a whole (src/pg/inbox.cpp switches for the inbox's work).
+ALTER FUNCTION outbox.inbox_receive(pg_catalog.text, pg_catalog.uuid, pg_catalog.timestamptz)
+    SECURITY INVOKER;
+
+-- Consumer names bound to roles (docs/security.md): a name bound to roles takes only them
+-- (and the roles that have their privileges) in inbox_receive; a name bound to none takes
+-- any role granted inbox_receive, unless outbox.inbox_require_binding is on. The owner
+-- binds; a role's binding follows it through a rename. Dumped by pg_dump (by role name).
+CREATE TABLE outbox.inbox_consumers (
+    consumer pg_catalog.text        NOT NULL,
+    role     pg_catalog.regrole     NOT NULL,
+    bound_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (consumer, role)
+);
+COMMENT ON TABLE outbox.inbox_consumers IS
+  'The roles each consumer name is bound to (outbox.bind_inbox_consumer): only they may record under the name with outbox.inbox_receive.';
+SELECT pg_catalog.pg_extension_config_dump('outbox.inbox_consumers'::pg_catalog.regclass, '');
+
+-- Every backend reads the bindings once and again after each change: this trigger sends the
+-- invalidation, whoever changes the table (the functions below, or the owner by hand).
+CREATE FUNCTION outbox._inbox_consumers_changed()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'outbox_inbox_consumers_changed'
+LANGUAGE C
+SET search_path = pg_catalog, pg_temp;
+CREATE TRIGGER inbox_consumers_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON outbox.inbox_consumers
+    FOR EACH STATEMENT EXECUTE FUNCTION outbox._inbox_consumers_changed();
+
+-- inbox_receive's rules for a consumer name: 22004, 22023 or 22001, as it raises them.
+CREATE FUNCTION outbox._check_inbox_consumer(consumer pg_catalog.text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'outbox_check_inbox_consumer'
+LANGUAGE C IMMUTABLE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION outbox.bind_inbox_consumer(consumer pg_catalog.text, role pg_catalog.regrole)
+RETURNS pg_catalog.bool
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM outbox._check_inbox_consumer(consumer);
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'outbox.bind_inbox_consumer: role must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    INSERT INTO outbox.inbox_consumers AS c (consumer, role)
+    VALUES (bind_inbox_consumer.consumer, bind_inbox_consumer.role)
+    ON CONFLICT DO NOTHING;
+    RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION outbox.bind_inbox_consumer(pg_catalog.text, pg_catalog.regrole) IS
+  'Binds a consumer name to a role: from then on inbox_receive takes the name only from the roles bound to it (and those with their privileges). True if the binding is new.';
+
+CREATE FUNCTION outbox.unbind_inbox_consumer(consumer pg_catalog.text, role pg_catalog.regrole)
+RETURNS pg_catalog.bool
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF consumer IS NULL OR role IS NULL THEN
+        RAISE EXCEPTION 'outbox.unbind_inbox_consumer: consumer and role must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    DELETE FROM outbox.inbox_consumers c
+     WHERE c.consumer = unbind_inbox_consumer.consumer AND c.role = unbind_inbox_consumer.role;
+    RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION outbox.unbind_inbox_consumer(pg_catalog.text, pg_catalog.regrole) IS
+  'Removes a binding of a consumer name to a role; a name left with none is open to every role granted inbox_receive again (unless outbox.inbox_require_binding). True if there was one.';
+REVOKE ALL ON FUNCTION outbox._inbox_consumers_changed() FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._check_inbox_consumer(pg_catalog.text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox.bind_inbox_consumer(pg_catalog.text, pg_catalog.regrole) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox.unbind_inbox_consumer(pg_catalog.text, pg_catalog.regrole) FROM PUBLIC;
+REVOKE ALL ON outbox.inbox_consumers FROM PUBLIC;
+
 -- ---------------------------------------------------------------------------------------
 -- metrics: label values valid UTF-8 in any database encoding
 -- ---------------------------------------------------------------------------------------

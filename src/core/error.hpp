@@ -14,6 +14,7 @@ inline constexpr const char* kNullValueNotAllowed = "22004";
 inline constexpr const char* kInvalidParameterValue = "22023";
 inline constexpr const char* kStringDataRightTruncation = "22001";
 inline constexpr const char* kUniqueViolation = "23505";
+inline constexpr const char* kInsufficientPrivilege = "42501";
 inline constexpr const char* kProgramLimitExceeded = "54000";
 inline constexpr const char* kObjectNotInPrerequisiteState = "55000";
 inline constexpr const char* kInternalError = "XX000";

@@ -28,4 +28,24 @@ std::int64_t inbox_event_unix_us(const Uuid* id, std::optional<std::int64_t> giv
   return *given_unix_us;
 }
 
+void check_consumer_name(std::string_view function, std::string_view name) {
+  const auto control = [](char c) {
+    const auto b = static_cast<unsigned char>(c);
+    return b < 0x20 || b == 0x7f;
+  };
+  std::string problem;
+  if (std::any_of(name.begin(), name.end(), control)) {
+    problem = "a control character";
+  } else if (!name.empty() && (name.front() == ' ' || name.back() == ' ')) {
+    problem = "a space at its start or end";
+  } else {
+    return;
+  }
+  throw Error(sqlstate::kInvalidParameterValue,
+              std::string(function) + ": the consumer name has " + problem,
+              "A consumer name is compared byte for byte, as a quoted identifier is: "
+              "\"billing\", \"billing \" and \"Billing\" would be three consumers.",
+              "Name the consumer with printable characters and no space at either end.");
+}
+
 }  // namespace outbox

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 #include "core/uuid7.hpp"
 
@@ -21,5 +22,11 @@ bool is_uuid7(const Uuid& id);
 // outbox::Error: 22004 for a NULL id (nullptr), 22023 for the nil UUID or an id that is not
 // a UUIDv7 without a time.
 std::int64_t inbox_event_unix_us(const Uuid* id, std::optional<std::int64_t> given_unix_us);
+
+// A consumer name's bytes, once check_required_text() passed it: no control character
+// (U+0000-U+001F, U+007F), no space at either end. Names are compared byte for byte, as
+// quoted identifiers are: "billing" and "Billing" are two consumers. Throws outbox::Error
+// 22023, its message prefixed with `function`.
+void check_consumer_name(std::string_view function, std::string_view name);
 
 }  // namespace outbox

@@ -3,10 +3,16 @@
 // (core/inbox_rules.hpp) itself, since it must tell an event past every partition (too old:
 // new, unrecorded) from one ahead of them (make them), and then runs one INSERT ... ON
 // CONFLICT DO NOTHING into it, planned once per partition and backend.
+//
+// It checks the consumer name against the role that calls it (current_user, as a privilege
+// is checked: a SECURITY DEFINER function calling it acts as its owner), so it is not
+// SECURITY DEFINER itself: it switches to its owner for the inbox's work, as
+// fmgr_security_definer would (an error's abort restores the caller).
 #include <optional>
 
 #include "core/inbox_rules.hpp"
 #include "pg/boundary.hpp"
+#include "pg/inbox_consumers.hpp"
 #include "pg/partition_bounds.hpp"
 #include "pg/settings.hpp"
 #include "pg/text_measure.hpp"
@@ -14,7 +20,9 @@
 extern "C" {
 #include "access/table.h"
 #include "common/int.h"
+#include "catalog/pg_proc.h"
 #include "storage/lmgr.h"
+#include "utils/syscache.h"
 }
 
 namespace outbox::pg {
@@ -120,6 +128,45 @@ SPIPlanPtr insert_plan(Oid partition) {
   });
 }
 
+// The consumer name's bytes, checked: its rules (core/inbox_rules.hpp), then its binding
+// to the calling role.
+void check_consumer(Datum value, bool is_null) {
+  const TextMeasure consumer = measure_text(value, is_null);
+  outbox::check_required_text(kFunction, "consumer", consumer.is_null, consumer.chars);
+  const std::string_view name = guard([&]() -> std::string_view {
+    text* t = DatumGetTextPP(value);
+    return {VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t)};
+  });
+  outbox::check_consumer_name(kFunction, name);
+  check_inbox_consumer(kFunction, name, guard([] { return GetUserId(); }));
+}
+
+Oid owner_of(Oid function) {
+  return guard([&] {
+    HeapTuple tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(function));
+    if (!HeapTupleIsValid(tuple)) elog(ERROR, "outbox: function %u not found", function);
+    const Oid owner = reinterpret_cast<Form_pg_proc>(GETSTRUCT(tuple))->proowner;
+    ReleaseSysCache(tuple);
+    return owner;
+  });
+}
+
+// Runs as `user` while it lives. Both calls only set two variables: they cannot fail.
+class RunAs {
+ public:
+  explicit RunAs(Oid user) {
+    GetUserIdAndSecContext(&saved_user_, &saved_context_);
+    SetUserIdAndSecContext(user, saved_context_ | SECURITY_LOCAL_USERID_CHANGE);
+  }
+  ~RunAs() { SetUserIdAndSecContext(saved_user_, saved_context_); }
+  RunAs(const RunAs&) = delete;
+  RunAs& operator=(const RunAs&) = delete;
+
+ private:
+  Oid saved_user_ = InvalidOid;
+  int saved_context_ = 0;
+};
+
 std::string time_text(TimestampTz t) {
   return guard([&] { return timestamptz_to_str(t); });
 }
@@ -132,8 +179,7 @@ std::string time_text(TimestampTz t) {
 // the caller's transaction); false for a copy. Not STRICT: a NULL gets its own error.
 OUTBOX_FUNCTION(outbox_inbox_receive) {
   using namespace outbox::pg;
-  const TextMeasure consumer = measure_text(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
-  outbox::check_required_text(kFunction, "consumer", consumer.is_null, consumer.chars);
+  check_consumer(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
   outbox::Uuid id{};
   if (!PG_ARGISNULL(1)) memcpy(id.data(), PG_GETARG_UUID_P(1)->data, id.size());
   std::optional<int64_t> given_unix_us;
@@ -154,6 +200,7 @@ OUTBOX_FUNCTION(outbox_inbox_receive) {
       outbox::inbox_event_unix_us(PG_ARGISNULL(1) ? nullptr : &id, given_unix_us);
   const TimestampTz at = unix_us - kUnixEpochUs;
 
+  const RunAs owner(owner_of(fcinfo->flinfo->fn_oid));
   guard([] {
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "outbox: SPI_connect failed");
   });

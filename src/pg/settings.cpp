@@ -32,6 +32,7 @@ Settings settings = {
     /* sink_files_directory */ nullptr,
     /* drop_discards_events */ false,
     /* sink_isolation */ kSinkIsolationNone,
+    /* inbox_require_binding */ false,
 };
 
 namespace {
@@ -76,6 +77,13 @@ void define_settings() {
       "copy of an event that old then counts as new. 0 keeps every partition.",
       &settings.inbox_retention_s, settings.inbox_retention_s, 0, INT_MAX, PGC_SUSET, GUC_UNIT_S,
       nullptr, nullptr, nullptr);
+  DefineCustomBoolVariable(
+      "outbox.inbox_require_binding",
+      "Refuse inbox_receive for a consumer name that is bound to no role.",
+      "Off: a name that outbox.bind_inbox_consumer has not bound may be used by any role granted "
+      "inbox_receive. On: every consumer name must be bound first.",
+      &settings.inbox_require_binding, settings.inbox_require_binding, PGC_SUSET, 0, nullptr,
+      nullptr, nullptr);
   DefineCustomIntVariable(
       "outbox.premake", "How many future partitions outbox.rotate() keeps ready.", nullptr,
       &settings.premake, settings.premake, 1, 1000, PGC_SUSET, 0, nullptr, nullptr, nullptr);

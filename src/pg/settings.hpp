@@ -32,6 +32,8 @@ struct Settings {
   char* sink_files_directory;   // where sink options that name files (and secrets) may point
   bool drop_discards_events;    // DROP EXTENSION may discard unpublished events
   int sink_isolation;           // SinkIsolation: the sink in a process of its own, or not
+  // Consumer's inbox (0.7.0).
+  bool inbox_require_binding;  // inbox_receive refuses a consumer name bound to no role
 };
 
 enum Ordering { kOrderingKey = 0, kOrderingNone = 1 };  // none: retired in 0.6.0

@@ -6,7 +6,9 @@
 #    again, and dead letters stay dead letters;
 #  - new events are delivered, with seq values above the restored ones;
 #  - the partitions are back under rotate()'s management, and the sink configuration is back;
-#  - a consumer's inbox in the same database keeps its records, and still tells a copy.
+#  - a consumer's inbox in the same database keeps its records, and still tells a copy;
+#  - a consumer name bound to a role is bound to the role of that name, which DROP ROLE
+#    then refuses.
 # The source runs no relay (outbox.workers = 0), so that the events keep the states given
 # here; each restore runs on its own server with a relay, both sending to one Kafka topic.
 use strict;
@@ -56,6 +58,11 @@ UPDATE outbox.events SET next_attempt_at = now(), attempts = 1, last_error = 're
 	# A consumer's inbox in the same database: its records of the published events.
 	$source->safe_psql('postgres',
 		q{SELECT count(outbox.inbox_receive('billing', id)) FROM outbox.events WHERE type = 'published'});
+	# Its name bound to a role (0.7.0): dumped by the role's name, which the restoring
+	# cluster has under another oid.
+	my $bindings = $source->safe_psql('postgres', q{SELECT to_regclass('outbox.inbox_consumers') IS NOT NULL}) eq 't';
+	$source->safe_psql('postgres', q{CREATE ROLE billing_app; SELECT outbox.bind_inbox_consumer('billing', 'billing_app')})
+	  if $bindings;
 	my $inbox_sql = q{SELECT string_agg(consumer || ' ' || event_id, ',' ORDER BY event_id) FROM outbox.inbox};
 	my $inbox = $source->safe_psql('postgres', $inbox_sql);
 	my $inbox_partitions = $source->safe_psql('postgres',
@@ -82,6 +89,8 @@ UPDATE outbox.events SET next_attempt_at = now(), attempts = 1, last_error = 're
 	for my $format (sort keys %restore) {
 		my $node = relay_node("restored_${label}_$format", "outbox.database = 'restored'\n");
 		$node->safe_psql('postgres', 'CREATE DATABASE restored');
+		# The roles come first (pg_dumpall --globals-only); another role takes the oid first.
+		$node->safe_psql('postgres', 'CREATE ROLE not_billing; CREATE ROLE billing_app') if $bindings;
 		my @command = @{ $restore{$format} };
 		if ($format eq 'custom') {
 			splice @command, 3, 0, $node->connstr('restored');
@@ -108,6 +117,14 @@ UPDATE outbox.events SET next_attempt_at = now(), attempts = 1, last_error = 're
 			$inbox_partitions, "$label, $format: the inbox's partitions' bookkeeping is back");
 		is($node->safe_psql('restored', qq{SELECT outbox.inbox_receive('billing', '$ids{published}[0]')}), 'f',
 			"$label, $format: the inbox still tells a copy");
+		if ($bindings) {
+			is($node->safe_psql('restored', q{SELECT string_agg(consumer || ' ' || role::text, ',') FROM outbox.inbox_consumers}),
+				'billing billing_app', "$label, $format: the consumer name is bound to its role again");
+			my ($drop_rc, $drop_out, $drop_err) = $node->psql('restored', 'DROP ROLE billing_app');
+			like($drop_err, qr/privileges for column role of table outbox.inbox_consumers/,
+				"$label, $format: the bound role cannot be dropped");
+			$node->safe_psql('restored', q{SELECT outbox.unbind_inbox_consumer('billing', 'billing_app')});
+		}
 		my ($rc, $rotate_out, $rotate_err) = $node->psql('restored', 'SELECT count(*) FROM outbox.rotate()');
 		is($rc, 0, "$label, $format: rotate() runs") or diag($rotate_err);
 		is($node->safe_psql('restored', 'SELECT sink || \' \' || options::text FROM outbox.sink_config'),

@@ -92,6 +92,18 @@ SELECT outbox.requeue_dead(dry_run => true) >= 0 AND outbox.discard_dead(dry_run
 	'the operator counts and handles dead letters and reads their log and every event');
 ($rc, $out, $err) = $node->psql('shop', q{SET ROLE consumer; SELECT count(*) FROM outbox.inbox});
 like($err, qr/permission denied/, "the consumer cannot read the inbox's records");
+# The name bound to consumer is refused to another role granted inbox_receive, which
+# neither learns nor records anything.
+$node->safe_psql('shop', q{CREATE ROLE other_consumer;
+GRANT USAGE ON SCHEMA outbox TO other_consumer;
+GRANT EXECUTE ON FUNCTION outbox.inbox_receive(text, uuid, timestamptz) TO other_consumer});
+($rc, $out, $err) = $node->psql('shop', q{SET ROLE other_consumer;
+SELECT outbox.inbox_receive('billing', '00000000-0000-4000-8000-000000000002', now())});
+like($err, qr/may not record for consumer "billing"/, "another role cannot use the consumer's bound name");
+is($node->safe_psql('shop', q{SELECT count(*) FROM outbox.inbox WHERE event_id = '00000000-0000-4000-8000-000000000002'}),
+	'0', '... and nothing is recorded');
+$node->safe_psql('shop', q{REVOKE ALL ON FUNCTION outbox.inbox_receive(text, uuid, timestamptz) FROM other_consumer;
+REVOKE ALL ON SCHEMA outbox FROM other_consumer; DROP ROLE other_consumer});
 
 # docs/operations.md's list of what pg_monitor reads: exactly these, of everything in schema
 # outbox but the internal functions (named _...) the views call.

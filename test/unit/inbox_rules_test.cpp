@@ -49,3 +49,28 @@ TEST(InboxRules, NullAndNilIdsAreRefused) {
 }
 
 }  // namespace
+
+namespace {
+std::string name_code(std::string_view name) {
+  try {
+    outbox::check_consumer_name("f", name);
+  } catch (const outbox::Error& e) {
+    return e.code();
+  }
+  return "none";
+}
+}  // namespace
+
+TEST(InboxRules, ConsumerNames) {
+  EXPECT_EQ(name_code("billing"), "none");
+  EXPECT_EQ(name_code("Billing"), "none");  // case matters, as in a quoted identifier
+  EXPECT_EQ(name_code("billing eu"), "none");
+  EXPECT_EQ(name_code("\xc3\xa9quipe"), "none");  // UTF-8 is bytes >= 0x80
+  EXPECT_EQ(name_code("billing "), "22023");
+  EXPECT_EQ(name_code(" billing"), "22023");
+  EXPECT_EQ(name_code(" "), "22023");
+  EXPECT_EQ(name_code("bill\ting"), "22023");
+  EXPECT_EQ(name_code("billing\n"), "22023");
+  EXPECT_EQ(name_code("bill\x7fing"), "22023");
+  EXPECT_EQ(name_code(std::string_view("bill\0ing", 8)), "22023");
+}
