@@ -1,5 +1,7 @@
 #include "pg/relay_databases.hpp"
 
+#include "pg/settings.hpp"
+
 extern "C" {
 #include "storage/latch.h"
 #include "storage/proc.h"
@@ -26,37 +28,68 @@ struct Entry {
   pg_atomic_uint32 replays_seen;
 };
 
+// Databases known to have the extension (a commit asked for their relays) that found every
+// entry taken, for the launcher to track first when one frees. Past kWaiting of them,
+// `waiting_lost` moves and the launcher checks every database again.
+constexpr int kWaiting = 64;
+
 struct Shared {
-  slock_t lock;  // taking and giving back entries; the launcher's PGPROC
+  slock_t lock;  // taking and giving back entries, `waiting`; the launcher's PGPROC
   PGPROC* launcher;
   pg_atomic_uint32 pokes;
-  Entry entries[kMaxDatabases];
+  pg_atomic_uint32 waiting_lost;
+  int capacity;  // outbox.max_databases
+  Oid waiting[kWaiting];
+  // capacity entries follow
 };
 
 Shared* shared = nullptr;
+
+Entry* entries() {
+  return reinterpret_cast<Entry*>(reinterpret_cast<char*>(shared) + MAXALIGN(sizeof(Shared)));
+}
 int last_found = 0;  // this process's last hit: most look up their own database
 
 Entry* find(Oid database) {
   if (shared == nullptr || !OidIsValid(database)) return nullptr;
-  if (pg_atomic_read_u32(&shared->entries[last_found].database) == database) {
-    return &shared->entries[last_found];
+  if (pg_atomic_read_u32(&entries()[last_found].database) == database) {
+    return &entries()[last_found];
   }
-  for (int i = 0; i < kMaxDatabases; ++i) {
-    if (pg_atomic_read_u32(&shared->entries[i].database) == database) {
+  for (int i = 0; i < shared->capacity; ++i) {
+    if (pg_atomic_read_u32(&entries()[i].database) == database) {
       last_found = i;
-      return &shared->entries[i];
+      return &entries()[i];
     }
   }
   return nullptr;
 }
 
-Entry* find_or_add(Oid database) {
+// Under the lock.
+void unwait(Oid database) {
+  for (Oid& w : shared->waiting) {
+    if (w == database) w = InvalidOid;
+  }
+}
+
+// Under the lock: remembers that the database wants relays but got no entry.
+void wait_for_entry(Oid database) {
+  Oid* free_place = nullptr;
+  for (Oid& w : shared->waiting) {
+    if (w == database) return;
+    if (w == InvalidOid && free_place == nullptr) free_place = &w;
+  }
+  if (free_place != nullptr) {
+    *free_place = database;
+  } else {
+    pg_atomic_fetch_add_u32(&shared->waiting_lost, 1);
+  }
+}
+
+// Under the lock.
+Entry* find_or_add_locked(Oid database) {
   Entry* entry = find(database);
-  if (entry != nullptr || shared == nullptr || !OidIsValid(database)) return entry;
-  SpinLockAcquire(&shared->lock);
-  entry = find(database);
-  for (int i = 0; entry == nullptr && i < kMaxDatabases; ++i) {
-    Entry& e = shared->entries[i];
+  for (int i = 0; entry == nullptr && i < shared->capacity; ++i) {
+    Entry& e = entries()[i];
     if (pg_atomic_read_u32(&e.database) != InvalidOid) continue;
     pg_atomic_write_u32(&e.generation, 1);
     pg_atomic_write_u32(&e.requests, 1);
@@ -70,22 +103,54 @@ Entry* find_or_add(Oid database) {
     pg_atomic_write_u32(&e.database, database);
     entry = &e;
   }
+  if (entry != nullptr) unwait(database);
+  return entry;
+}
+
+Entry* find_or_add(Oid database) {
+  Entry* entry = find(database);
+  if (entry != nullptr || shared == nullptr || !OidIsValid(database)) return entry;
+  SpinLockAcquire(&shared->lock);
+  entry = find_or_add_locked(database);
   SpinLockRelease(&shared->lock);
   return entry;
 }
 
+// Applies `change` to the database's entry, taken if need be, under the lock: the launcher
+// gives back an absent database's entry under it too (relay_database_forget_absent), so no
+// change lands in an entry given back. Without an entry, a database that `wants` relays
+// waits for one; the launcher is woken either way.
+template <typename Change>
+void change_entry(Oid database, bool wants, Change&& change) {
+  if (shared == nullptr || !OidIsValid(database)) return;
+  SpinLockAcquire(&shared->lock);
+  Entry* entry = find_or_add_locked(database);
+  if (entry != nullptr) {
+    change(*entry);
+  } else if (wants) {
+    wait_for_entry(database);
+  }
+  SpinLockRelease(&shared->lock);
+}
+
 }  // namespace
 
-Size relay_databases_size() { return MAXALIGN(sizeof(Shared)); }
+Size relay_databases_size() {
+  return add_size(MAXALIGN(sizeof(Shared)), mul_size(sizeof(Entry), settings.max_databases));
+}
 
 void relay_databases_init() {
   bool found = false;
-  shared = static_cast<Shared*>(ShmemInitStruct("outbox relay databases", sizeof(Shared), &found));
+  shared = static_cast<Shared*>(
+      ShmemInitStruct("outbox relay databases", relay_databases_size(), &found));
   if (found) return;
-  memset(shared, 0, sizeof(Shared));
+  memset(shared, 0, relay_databases_size());
   SpinLockInit(&shared->lock);
   pg_atomic_init_u32(&shared->pokes, 0);
-  for (Entry& e : shared->entries) {
+  pg_atomic_init_u32(&shared->waiting_lost, 0);
+  shared->capacity = settings.max_databases;
+  for (int i = 0; i < shared->capacity; ++i) {
+    Entry& e = entries()[i];
     pg_atomic_init_u32(&e.database, InvalidOid);
     pg_atomic_init_u32(&e.generation, 1);
     pg_atomic_init_u32(&e.requests, 1);
@@ -108,17 +173,15 @@ void relay_launcher_poke() {
 }
 
 void relay_database_changed(Oid database) {
-  Entry* entry = find_or_add(database);
-  if (entry == nullptr) return;
-  pg_atomic_fetch_add_u32(&entry->generation, 1);
-  pg_atomic_fetch_add_u32(&entry->requests, 1);
+  change_entry(database, true, [](Entry& e) {
+    pg_atomic_fetch_add_u32(&e.generation, 1);
+    pg_atomic_fetch_add_u32(&e.requests, 1);
+  });
   relay_launcher_poke();
 }
 
 void relay_database_replay_requested(Oid database) {
-  Entry* entry = find_or_add(database);
-  if (entry == nullptr) return;
-  pg_atomic_fetch_add_u32(&entry->replays, 1);
+  change_entry(database, true, [](Entry& e) { pg_atomic_fetch_add_u32(&e.replays, 1); });
   relay_launcher_poke();
 }
 
@@ -133,8 +196,7 @@ void relay_database_replays_done(Oid database, uint32 replays) {
 }
 
 void relay_database_pause(Oid database) {
-  Entry* entry = find_or_add(database);
-  if (entry != nullptr) pg_atomic_fetch_add_u32(&entry->paused, 1);
+  change_entry(database, false, [](Entry& e) { pg_atomic_fetch_add_u32(&e.paused, 1); });
 }
 
 void relay_database_resume(Oid database) {
@@ -203,17 +265,57 @@ void relay_database_forget(Oid database) {
   SpinLockAcquire(&shared->lock);
   Entry* entry = find(database);
   if (entry != nullptr) pg_atomic_write_u32(&entry->database, InvalidOid);
+  unwait(database);
   SpinLockRelease(&shared->lock);
 }
 
-int relay_database_list(Oid* out, int max) {
-  int n = 0;
-  for (int i = 0; i < kMaxDatabases && n < max; ++i) {
-    const Oid database = pg_atomic_read_u32(&shared->entries[i].database);
-    if (OidIsValid(database)) out[n++] = database;
-  }
-  return n;
+bool relay_database_forget_absent(Oid database) {
+  SpinLockAcquire(&shared->lock);
+  Entry* entry = find(database);
+  const bool idle =
+      entry != nullptr &&
+      pg_atomic_read_u32(&entry->absent_at) == pg_atomic_read_u32(&entry->requests) + 1 &&
+      pg_atomic_read_u32(&entry->paused) == 0 &&
+      pg_atomic_read_u32(&entry->replays) == pg_atomic_read_u32(&entry->replays_seen);
+  if (idle) pg_atomic_write_u32(&entry->database, InvalidOid);
+  SpinLockRelease(&shared->lock);
+  return idle;
 }
+
+std::vector<Oid> relay_database_list() {
+  std::vector<Oid> out;
+  if (shared == nullptr) return out;
+  for (int i = 0; i < shared->capacity; ++i) {
+    const Oid database = pg_atomic_read_u32(&entries()[i].database);
+    if (OidIsValid(database)) out.push_back(database);
+  }
+  return out;
+}
+
+int relay_database_capacity() { return shared == nullptr ? 0 : shared->capacity; }
+
+bool relay_databases_full() {
+  if (shared == nullptr) return false;
+  for (int i = 0; i < shared->capacity; ++i) {
+    if (pg_atomic_read_u32(&entries()[i].database) == InvalidOid) return false;
+  }
+  return true;
+}
+
+std::vector<Oid> relay_database_waiting() {
+  std::vector<Oid> out;
+  if (shared == nullptr) return out;
+  SpinLockAcquire(&shared->lock);
+  Oid waiting[kWaiting];
+  memcpy(waiting, shared->waiting, sizeof(waiting));
+  SpinLockRelease(&shared->lock);
+  for (const Oid w : waiting) {
+    if (OidIsValid(w)) out.push_back(w);
+  }
+  return out;
+}
+
+uint32 relay_database_waiting_lost() { return pg_atomic_read_u32(&shared->waiting_lost); }
 
 void relay_database_note(Oid database, DatabaseNote note) {
   Entry* entry = find(database);

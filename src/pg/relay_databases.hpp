@@ -1,5 +1,7 @@
-// The databases the relay serves, in shared memory: an entry per database the launcher has
-// found (relay/launcher.cpp) or whose sink configuration changed. Each entry carries what
+// The databases the relay serves, in shared memory: outbox.max_databases entries, one per
+// database that has the extension or may have it (the launcher's, relay/launcher.cpp), or
+// whose sink configuration changed. A database found without the extension gives its entry
+// back. Each entry carries what
 // the sessions and relays of one database share, apart from other databases':
 //  - the sink configuration's generation: configure_sink, unconfigure_sink, CREATE and
 //    DROP EXTENSION move it at commit, and only that database's relays read their sink
@@ -14,11 +16,11 @@
 //    runs, no relay starts there.
 #pragma once
 
+#include <vector>
+
 #include "pg/postgres.hpp"
 
 namespace outbox::pg {
-
-constexpr int kMaxDatabases = 512;
 
 // What the launcher decided for a database, shown by outbox.status while fewer relays run
 // there than outbox.workers.
@@ -38,6 +40,7 @@ void relay_databases_init();
 
 // Backend side, after the commit of a transaction that changed the sink configuration or
 // the extension: moves the database's generation, makes it wanted, wakes the launcher.
+// Where every entry is taken, the database waits for one (relay_database_waiting).
 void relay_database_changed(Oid database);
 // Backend side, after the commit of outbox.replay(), and a relay that finds a replay running
 // at its start: the database wants its replay worker; wakes the launcher.
@@ -73,10 +76,18 @@ void relay_launcher_attach();
 uint32 relay_launcher_pokes();            // moves whenever it should look again
 bool relay_database_track(Oid database);  // false when every entry is taken
 void relay_database_forget(Oid database);
-// The tracked databases, at most `max` of them; returns how many.
-int relay_database_list(Oid* out, int max);
+// Gives the entry back if a relay found no extension there, and nothing asked for relays
+// since (no CREATE EXTENSION, replay, or paused command); returns whether it did.
+bool relay_database_forget_absent(Oid database);
+// The databases known to have the extension that found every entry taken, and a count that
+// moves when more of them came than that list holds.
+std::vector<Oid> relay_database_waiting();
+uint32 relay_database_waiting_lost();
 void relay_database_note(Oid database, DatabaseNote note);
 // Reader side (and the launcher).
 DatabaseView relay_database_read(Oid database);
+std::vector<Oid> relay_database_list();  // the tracked databases
+int relay_database_capacity();           // outbox.max_databases; 0 without preloading
+bool relay_databases_full();             // every entry is taken
 
 }  // namespace outbox::pg

@@ -17,6 +17,7 @@ Settings settings = {
     /* database */ nullptr,
     /* workers */ 1,
     /* max_workers */ 4,
+    /* max_databases */ 512,
     /* ordering */ kOrderingKey,
     /* batch_size */ 1000,
     /* batch_max_bytes */ 16 * 1024 * 1024,
@@ -210,6 +211,12 @@ void define_settings() {
         "Each takes a background-worker slot (max_worker_processes), and the launcher one more. "
         "Every database with the extension gets one before any gets a second. Needs a restart.",
         &settings.max_workers, settings.max_workers, 0, kMaxRelaySlots, PGC_POSTMASTER, 0, nullptr,
+        nullptr, nullptr);
+    DefineCustomIntVariable(
+        "outbox.max_databases", "Most databases with the extension that get relays.",
+        "Databases without the extension take none. One past it gets no relay until one of "
+        "them drops the extension or is dropped; outbox.status there says so. Needs a restart.",
+        &settings.max_databases, settings.max_databases, 1, 65536, PGC_POSTMASTER, 0, nullptr,
         nullptr, nullptr);
     DefineCustomEnumVariable(
         "outbox.ordering", "Retired: the relay keeps the order of each key's events.",

@@ -13,10 +13,11 @@ struct Settings {
   int rotate_lock_timeout_ms;
   int partition_fillfactor;
   // Relay (background workers; need shared_preload_libraries).
-  char* database;   // empty: every database that has the extension
-  int workers;      // per database
-  int max_workers;  // in the cluster
-  int ordering;     // Ordering: retired (none means key); read only to warn
+  char* database;     // empty: every database that has the extension
+  int workers;        // per database
+  int max_workers;    // in the cluster
+  int max_databases;  // the launcher's entries: databases that have (or may have) the extension
+  int ordering;       // Ordering: retired (none means key); read only to warn
   int batch_size;
   int batch_max_bytes;
   int poll_interval_ms;

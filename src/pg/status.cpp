@@ -81,6 +81,13 @@ Row slot_row(const SlotView& slot, const char* database) {
 // Why worker `worker` of the database has no slot.
 const char* no_slot_detail(Oid database, char* buf, size_t size) {
   const DatabaseView view = relay_database_read(database);
+  if (!view.tracked && relay_databases_full()) {
+    snprintf(buf, size,
+             "waiting: outbox.max_databases (%d) databases already have relays; raise it and "
+             "restart the server, or drop the extension in a database that needs no relay",
+             relay_database_capacity());
+    return buf;
+  }
   if (!view.tracked) return "the launcher has not found this database yet";
   switch (view.note) {
     case DatabaseNote::kNoWorkerLeft:
@@ -201,7 +208,8 @@ OUTBOX_FUNCTION(outbox_workers) {
   return (Datum)0;
 }
 
-// Every database's relays: those with a slot, and those the launcher tracks that want one.
+// Every database's relays: those with a slot, those the launcher tracks that want one, and
+// those known to have the extension that wait for an entry (outbox.max_databases).
 OUTBOX_FUNCTION(outbox_cluster_workers) {
   using namespace outbox::pg;
   guard([&] {
@@ -219,13 +227,17 @@ OUTBOX_FUNCTION(outbox_cluster_workers) {
       put(row);
       return;
     }
-    Oid tracked[kMaxDatabases];
-    const int n = relay_database_list(tracked, kMaxDatabases);
-    for (int i = 0; i < n; ++i) {
-      const DatabaseView view = relay_database_read(tracked[i]);
-      const char* name = get_database_name(tracked[i]);
+    for (const Oid database : relay_database_list()) {
+      const DatabaseView view = relay_database_read(database);
+      const char* name = get_database_name(database);
       if (name == nullptr || view.absent || view.note == DatabaseNote::kNotConnectable) continue;
-      database_rows(tracked[i], name, put);
+      database_rows(database, name, put);
+    }
+    for (const Oid database : relay_database_waiting()) {
+      const char* name = get_database_name(database);
+      if (name != nullptr && !relay_database_read(database).tracked) {
+        database_rows(database, name, put);
+      }
     }
   });
   return (Datum)0;

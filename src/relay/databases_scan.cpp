@@ -17,16 +17,21 @@ extern "C" {
 namespace outbox::pg::relay {
 namespace {
 
-// Runs inside guard(): fills `out` (palloc'd in the caller's context) and returns the count.
-int scan(ClusterDatabase* out, int max) {
+// Runs inside guard(): fills `out` (palloc'd in the caller's context, `*max` rows; grown by
+// repalloc as needed) and returns the count.
+int scan(ClusterDatabase** out, int* max) {
   StartTransactionCommand();
   (void)GetTransactionSnapshot();
   Relation rel = table_open(DatabaseRelationId, AccessShareLock);
   TableScanDesc scan = table_beginscan_catalog(rel, 0, nullptr);
   int n = 0;
-  for (HeapTuple tuple; n < max && (tuple = heap_getnext(scan, ForwardScanDirection)) != nullptr;) {
+  for (HeapTuple tuple; (tuple = heap_getnext(scan, ForwardScanDirection)) != nullptr;) {
     const auto* db = reinterpret_cast<Form_pg_database>(GETSTRUCT(tuple));
-    ClusterDatabase& d = out[n++];
+    if (n == *max) {
+      *max *= 2;
+      *out = static_cast<ClusterDatabase*>(repalloc(*out, sizeof(ClusterDatabase) * *max));
+    }
+    ClusterDatabase& d = (*out)[n++];
     d.oid = db->oid;
     strlcpy(d.name, NameStr(db->datname), sizeof(d.name));
     // A template is what CREATE DATABASE copies: a session in it (a relay) would make that
@@ -43,10 +48,10 @@ int scan(ClusterDatabase* out, int max) {
 }  // namespace
 
 std::vector<ClusterDatabase> scan_databases() {
-  constexpr int kMax = kMaxDatabases * 4;
+  int max = 64;
   auto* rows =
-      static_cast<ClusterDatabase*>(guard([] { return palloc(sizeof(ClusterDatabase) * kMax); }));
-  const int n = guard([rows] { return scan(rows, kMax); });
+      static_cast<ClusterDatabase*>(guard([max] { return palloc(sizeof(ClusterDatabase) * max); }));
+  const int n = guard([&rows, &max] { return scan(&rows, &max); });
   std::vector<ClusterDatabase> out(rows, rows + n);
   guard([rows] { pfree(rows); });
   return out;

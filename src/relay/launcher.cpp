@@ -6,12 +6,15 @@
 // The launcher connects to no database. It reads pg_database at start, when a session
 // pokes it (a commit of CREATE EXTENSION or configure_sink, DROP DATABASE and its kind:
 // pg/database_commands.cpp) and every minute. In every database it starts outbox.workers
-// relays: they find the extension, or mark the database absent and exit, and it costs
-// nothing more until CREATE EXTENSION. Each database gets one relay before any gets a
+// relays: they find the extension, or mark the database absent and exit; such a database
+// gives its entry (outbox.max_databases of them) back and costs nothing more until
+// CREATE EXTENSION. Each database gets one relay before any gets a
 // second, within outbox.max_workers. It watches each relay as a dynamic worker, and
 // starts one again after it stops, sooner if it had run for a while. What it decides is in
 // the slots and the database entries, for outbox.status.
 #include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "relay/launcher.hpp"
 
@@ -75,13 +78,21 @@ class Launcher {
         }
       });
       TimestampTz now = guard([] { return GetCurrentTimestamp(); });
-      if (relay_launcher_pokes() != pokes || now - scanned_at >= kScanEveryUs) {
+      const bool scan = relay_launcher_pokes() != pokes || now - scanned_at >= kScanEveryUs;
+      if (scan) {
         pokes = relay_launcher_pokes();
         databases_ = scan_databases();
+        index_.clear();
+        for (size_t k = 0; k < databases_.size(); ++k) index_[databases_[k].oid] = k;
         scanned_at = now;
-        track();
+        restricted_to_missing();
       }
-      const int64 wait_us = std::min(plan(), kScanEveryUs - (now - scanned_at));
+      track(scan);
+      int64 wait_us = plan();
+      // Slots the plan took back free their databases' entries (an absent database's), for
+      // a database that waits for one.
+      if (track(false)) wait_us = plan();
+      wait_us = std::min(wait_us, kScanEveryUs - (now - scanned_at));
       guard([wait_us] {
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
                         std::max<int64>(1, wait_us / 1000), PG_WAIT_EXTENSION);
@@ -93,33 +104,83 @@ class Launcher {
 
  private:
   const ClusterDatabase* database(Oid oid) const {
-    for (const ClusterDatabase& d : databases_) {
-      if (d.oid == oid) return &d;
-    }
-    return nullptr;
+    const auto it = index_.find(oid);
+    return it == index_.end() ? nullptr : &databases_[it->second];
   }
 
-  // Entries for the databases that may have relays; none for those that are gone.
-  void track() {
-    restricted_to_missing();
+  // Entries for the databases that have, or may have, the extension: none for those that
+  // are gone, nor for those a relay found without it (absent_, until a commit there asks
+  // for relays again: it takes an entry, or waits for one). Databases that know they have
+  // the extension (relay_database_waiting) take a free entry first.
+  // Returns whether it gave entries back.
+  bool track(bool scanned) {
+    if (relay_database_waiting_lost() != waiting_lost_) {
+      waiting_lost_ = relay_database_waiting_lost();
+      absent_.clear();  // which asked is unknown: every database may have it
+    }
+    bool freed = false;
+    for (const Oid oid : relay_database_list()) {
+      absent_.erase(oid);  // an entry the launcher gave back is taken again: asked for
+      if (assigned(oid)) continue;
+      if (database(oid) == nullptr) {
+        relay_database_forget(oid);
+        relay_stats_forget(oid);
+        freed = true;
+      } else if (relay_database_forget_absent(oid)) {
+        absent_.insert(oid);
+        relay_stats_forget(oid);
+        freed = true;
+      }
+    }
+    if (!scanned && !freed) return false;
+    if (scanned) {
+      for (auto it = absent_.begin(); it != absent_.end();) {
+        it = database(*it) == nullptr ? absent_.erase(it) : std::next(it);
+      }
+    }
+    bool all_taken = true;
+    for (const Oid oid : relay_database_waiting()) {
+      const ClusterDatabase* d = database(oid);
+      if (d == nullptr) {
+        if (scanned) relay_database_forget(oid);  // gone: it waits no more
+        continue;
+      }
+      absent_.erase(oid);
+      if (d->connectable) all_taken = take(*d, true) && all_taken;
+    }
     for (const ClusterDatabase& d : databases_) {
-      if (d.connectable && !relay_database_track(d.oid) && !full_logged_) {
-        full_logged_ = true;
-        guard([] {
-          ereport(WARNING, (errmsg("outbox launcher: more than %d databases; relays run only in "
-                                   "the first %d it found",
-                                   kMaxDatabases, kMaxDatabases)));
-        });
-      }
+      if (d.connectable && absent_.count(d.oid) == 0) all_taken = take(d, false) && all_taken;
     }
-    Oid tracked[kMaxDatabases];
-    const int n = relay_database_list(tracked, kMaxDatabases);
-    for (int i = 0; i < n; ++i) {
-      if (database(tracked[i]) == nullptr && !assigned(tracked[i])) {
-        relay_database_forget(tracked[i]);
-        relay_stats_forget(tracked[i]);
-      }
+    if (all_taken) full_logged_ = false;
+    return freed;
+  }
+
+  // An entry for the database; false when every entry is taken, which is logged once per
+  // database known to have the extension, and once for the others until entries free.
+  bool take(const ClusterDatabase& d, bool has_extension) {
+    if (relay_database_track(d.oid)) {
+      warned_.erase(d.oid);
+      return true;
     }
+    if (has_extension ? !warned_.insert(d.oid).second : full_logged_) return false;
+    full_logged_ = full_logged_ || !has_extension;
+    const int max = relay_database_capacity();
+    guard([&] {
+      ereport(WARNING,
+              (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+               has_extension ? errmsg("outbox launcher: outbox.max_databases (%d) databases "
+                                      "already have relays; database \"%s\" gets none until "
+                                      "one of them frees its entry",
+                                      max, d.name)
+                             : errmsg("outbox launcher: outbox.max_databases (%d) databases "
+                                      "already have relays; database \"%s\" and others are "
+                                      "not checked for the extension until one frees its entry",
+                                      max, d.name),
+               errhint("Raise outbox.max_databases and restart the server, or drop the "
+                       "extension where no relay is needed. A database that drops it, or is "
+                       "dropped, frees its entry at once.")));
+    });
+    return false;
   }
 
   // outbox.database names a database that does not exist: said once, and again when it
@@ -137,7 +198,8 @@ class Launcher {
     } else if (!exists && !missing_logged_) {
       guard([name] {
         ereport(WARNING,
-                (errmsg("outbox launcher: database \"%s\" (outbox.database) does not exist; no "
+                (errcode(ERRCODE_UNDEFINED_DATABASE),
+                 errmsg("outbox launcher: database \"%s\" (outbox.database) does not exist; no "
                         "relay runs",
                         name),
                  errhint("Create it, or empty outbox.database (relays in every database that has "
@@ -283,6 +345,10 @@ class Launcher {
 
   std::vector<Relay> relays_;
   std::vector<ClusterDatabase> databases_;
+  std::unordered_map<Oid, size_t> index_;  // into databases_
+  std::unordered_set<Oid> absent_;         // a relay found no extension there
+  std::unordered_set<Oid> warned_;         // logged as waiting for an entry
+  uint32 waiting_lost_ = 0;
   bool full_logged_ = false;
   bool missing_logged_ = false;
 };
@@ -316,7 +382,8 @@ void outbox_launcher_main(Datum) {
     if (outbox::pg::settings.ordering == outbox::pg::kOrderingNone) {
       outbox::pg::guard([] {
         ereport(WARNING,
-                (errmsg("outbox launcher: outbox.ordering = none is retired; the relay keeps the "
+                (errcode(ERRCODE_WARNING_DEPRECATED_FEATURE),
+                 errmsg("outbox launcher: outbox.ordering = none is retired; the relay keeps the "
                         "order of each key"),
                  errhint("Remove the setting. Ordered workers drain as fast as unordered ones "
                          "did, or faster.")));
