@@ -212,6 +212,9 @@ OUTBOX_FUNCTION(outbox_workers) {
 // those known to have the extension that wait for an entry (outbox.max_databases).
 OUTBOX_FUNCTION(outbox_cluster_workers) {
   using namespace outbox::pg;
+  // Read before the guard: an error inside it jumps over the lambda's destructors.
+  const std::vector<Oid> tracked = relay_database_list();
+  const std::vector<Oid> waiting = relay_database_waiting();
   guard([&] {
     int columns;
     ReturnSetInfo* rsinfo = materialize(fcinfo, "outbox._cluster_workers", &columns);
@@ -227,13 +230,13 @@ OUTBOX_FUNCTION(outbox_cluster_workers) {
       put(row);
       return;
     }
-    for (const Oid database : relay_database_list()) {
+    for (const Oid database : tracked) {
       const DatabaseView view = relay_database_read(database);
       const char* name = get_database_name(database);
       if (name == nullptr || view.absent || view.note == DatabaseNote::kNotConnectable) continue;
       database_rows(database, name, put);
     }
-    for (const Oid database : relay_database_waiting()) {
+    for (const Oid database : waiting) {
       const char* name = get_database_name(database);
       if (name != nullptr && !relay_database_read(database).tracked) {
         database_rows(database, name, put);
