@@ -112,6 +112,14 @@ END
 $$;
 SELECT regress.try($$DROP OWNED BY inbox_other$$) AS drop_owned,
        regress.try($$DROP ROLE inbox_other$$) AS drop_after_drop_owned;
+-- Run by a role that is no superuser (a member of the bound role, as DROP OWNED asks), it is
+-- refused as a REVOKE on a table it cannot see: unbind first (security.md).
+CREATE ROLE inbox_admin;
+GRANT inbox_other TO inbox_admin;
+SET ROLE inbox_admin;
+SELECT regress.try($$DROP OWNED BY inbox_other$$) AS drop_owned_by_member;
+RESET ROLE;
+DROP ROLE inbox_admin;
 SELECT outbox.unbind_inbox_consumer('shipping', 'inbox_other') AS unbound;
 DROP ROLE inbox_other;
 -- pg_upgrade carries the rows, not their pg_shdepend entries: any statement on the table
