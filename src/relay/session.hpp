@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "pg/postgres.hpp"
-#include "pg/relay_shmem.hpp"
+#include "pg/relay_slots.hpp"
 #include "relay/batch.hpp"
 #include "sinks/common/sink.hpp"
 
