@@ -1,9 +1,11 @@
 // Library entry point: the module magic, _PG_init, and outbox.version().
 #include "pg/boundary.hpp"
-#include "relay/launcher.hpp"
-#include "pg/relay_shmem.hpp"
+#include "pg/commit_wake.hpp"
+#include "pg/database_commands.hpp"
 #include "pg/relay_stats.hpp"
 #include "pg/settings.hpp"
+#include "pg/shmem_hooks.hpp"
+#include "relay/launcher.hpp"
 
 extern "C" {
 OUTBOX_MODULE_MAGIC;
@@ -20,7 +22,7 @@ void _PG_init(void) {
 
   // enqueue and rotate work without preloading; the relay needs it.
   if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade) return;
-  outbox::pg::relay_shmem_request(outbox::pg::settings.max_workers);
+  outbox::pg::shmem_hooks_install(outbox::pg::settings.max_workers);
   outbox::pg::relay_register_database_commands();
   if (outbox::pg::settings.workers > 0 && outbox::pg::settings.max_workers > 0) {
     outbox::pg::relay::register_launcher();

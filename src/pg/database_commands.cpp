@@ -9,9 +9,12 @@
 //
 // COMMIT PREPARED wakes the relay too: the prepared transaction's own wake-up was dropped at
 // PREPARE (its transaction enqueued in another session, or long ago).
+#include "pg/database_commands.hpp"
+
 #include "pg/boundary.hpp"
+#include "pg/commit_wake.hpp"
 #include "pg/relay_databases.hpp"
-#include "pg/relay_shmem.hpp"
+#include "pg/relay_slots.hpp"
 
 extern "C" {
 #include "access/xact.h"

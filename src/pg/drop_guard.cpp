@@ -8,7 +8,7 @@
 // its configuration again: it forgets the dropped sink.
 #include "pg/boundary.hpp"
 #include "pg/delivery_log.hpp"
-#include "pg/relay_shmem.hpp"
+#include "pg/commit_wake.hpp"
 #include "pg/settings.hpp"
 
 extern "C" {

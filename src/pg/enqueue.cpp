@@ -24,7 +24,7 @@
 #include "pg/given_id.hpp"
 #include "pg/jsonb_object.hpp"
 #include "pg/partition_route.hpp"
-#include "pg/relay_shmem.hpp"
+#include "pg/commit_wake.hpp"
 #include "pg/settings.hpp"
 #include "pg/text_measure.hpp"
 

@@ -2,7 +2,7 @@
 // fails for lack of a partition: when the clock has passed the newest partition
 // (outbox.rotate() has not run for a while) the event goes to the last instant of the newest
 // partition, while created_at keeps the true time. Nor does it go below the relay's sealed
-// partitions (pg/relay_shmem.hpp), which the relay no longer reads. outbox.rotate() marks
+// partitions (pg/relay_databases.hpp), which the relay no longer reads. outbox.rotate() marks
 // such a partition and keeps it until those rows are old enough. When there is no partition
 // at all (CREATE EXTENSION makes none), the first enqueue makes them.
 #pragma once

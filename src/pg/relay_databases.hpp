@@ -34,7 +34,7 @@ struct DatabaseView {
   DatabaseNote note;  // set by the launcher
 };
 
-// From relay_shmem.cpp's shared-memory hooks.
+// From pg/shmem_hooks.cpp.
 Size relay_databases_size();
 void relay_databases_init();
 

@@ -41,7 +41,7 @@ struct DatabaseStatsView {
   uint64 events_requeued;
 };
 
-// From relay_shmem.cpp's shared-memory hooks.
+// From pg/shmem_hooks.cpp.
 Size relay_stats_size();
 void relay_stats_init();
 // Registers the transaction callback that counts requeued events at commit.

@@ -1,7 +1,6 @@
 #include "pg/settings.hpp"
 
 #include "pg/boundary.hpp"
-#include "pg/relay_shmem.hpp"
 
 namespace outbox::pg {
 

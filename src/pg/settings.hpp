@@ -3,6 +3,11 @@
 
 namespace outbox::pg {
 
+// The upper bounds of outbox.workers and outbox.max_workers (the relay slots of
+// pg/relay_slots.hpp).
+constexpr int kMaxWorkers = 32;      // per database (outbox.workers)
+constexpr int kMaxRelaySlots = 256;  // in the cluster (outbox.max_workers)
+
 struct Settings {
   int max_payload_bytes;
   int max_headers_bytes;

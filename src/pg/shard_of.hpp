@@ -1,6 +1,6 @@
 // The shard of a key, outbox.shard_of(aggregatetype, aggregateid) in SQL: the same hash of the
 // same bytes (a database's default collation is deterministic). The commit wake-up
-// (relay_shmem.cpp) and the relay's scan of several workers' events (rows.cpp) use it; TAP 035
+// (commit_wake.cpp) and the relay's scan of several workers' events (rows.cpp) use it; TAP 035
 // fails when it and the SQL function differ.
 #pragma once
 

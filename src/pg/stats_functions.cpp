@@ -3,7 +3,7 @@
 // docs/monitoring.md read.
 #include "pg/boundary.hpp"
 #include "pg/relay_databases.hpp"
-#include "pg/relay_shmem.hpp"
+#include "pg/relay_slots.hpp"
 #include "pg/relay_stats.hpp"
 #include "pg/settings.hpp"
 

@@ -4,7 +4,7 @@
 // for outbox.cluster_status.
 #include "pg/boundary.hpp"
 #include "pg/relay_databases.hpp"
-#include "pg/relay_shmem.hpp"
+#include "pg/relay_slots.hpp"
 #include "pg/settings.hpp"
 
 extern "C" {

@@ -22,6 +22,18 @@
 
 namespace outbox::pg::relay {
 
+// What the queries' scope is made of, each with its own version: the sealed partitions
+// (Sealer::version()) and the owned shards (Ownership::version()). A plan made for another
+// scope is made again.
+struct ScopeVersions {
+  uint64 sealed = 0;
+  uint64 owned = 0;
+  bool operator==(const ScopeVersions& other) const {
+    return sealed == other.sealed && owned == other.owned;
+  }
+  bool operator!=(const ScopeVersions& other) const { return !(*this == other); }
+};
+
 // What a fetch reads (LowWater::request()): plain data, so that the mark and the queries
 // meet only here and in FetchReport.
 struct FetchRequest {
@@ -30,10 +42,10 @@ struct FetchRequest {
   const std::vector<int64>* late;  // late events a probe of the gaps found: taken first
   const SeqSet* delivered;         // seqs the delivery log holds: passed over, not copied
   // What the queries add: the owned shards and the sealed partitions (scope), or the sealed
-  // partitions alone (the scan of new events); plans made for another version are made again.
+  // partitions alone (the scan of new events); plans made for another scope are made again.
   const std::string* scope;
   const std::string* sealed_scope;
-  uint64 scope_version;
+  ScopeVersions scope_versions;
 };
 
 // What a fetch read besides its rows, for LowWater::account(): where each kind of row starts

@@ -21,7 +21,7 @@
 #include "core/pacing.hpp"
 #include "core/worker_budget.hpp"
 #include "pg/boundary.hpp"
-#include "pg/relay_shmem.hpp"
+#include "pg/relay_slots.hpp"
 #include "pg/relay_stats.hpp"
 #include "pg/settings.hpp"
 

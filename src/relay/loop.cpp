@@ -57,7 +57,7 @@ void Relay::run() {
 Relay::Pause Relay::step() {
   try {
     const bool ready = session_.ensure(iteration_);
-    if (session_.take_new_extension()) mark_.forget();
+    if (session_.take_new_extension()) forget_extension();
     // Nothing to send with: configure_sink() and CREATE EXTENSION end the wait at their
     // commit (they call outbox._notify_relay()); poll_interval is the fallback.
     if (!ready) return {Pause::kForSink, settings.poll_interval_ms};

@@ -80,7 +80,8 @@ constexpr int64 kLowWaterSaveUs = 1000 * 1000;
 
 }  // namespace
 
-LowWater::LowWater(const Ownership& ownership) : ownership_(ownership) {}
+LowWater::LowWater(const Ownership& ownership, const Sealer& sealer)
+    : ownership_(ownership), sealer_(sealer) {}
 
 void LowWater::advance(TimestampTz now) {
   move(now);
@@ -90,7 +91,6 @@ void LowWater::advance(TimestampTz now) {
 // Its PostgreSQL calls run under guard(); the gaps (C++ containers) are changed outside it.
 void LowWater::move(TimestampTz now) {
   if (!tracker_.mark_known()) tracker_.start_from(guard([&] { return read_mark(); }));
-  sealer_.advance(now, floor_for_sealing());
   check_plans();
   if (horizon_valid_ && now - low_water_checked_at_ < kLowWaterCheckUs) {
     check_skipped_ = true;
@@ -301,14 +301,15 @@ void LowWater::save(TimestampTz now) {
   sequence_filenode_saved_ = sequence_filenode_;
 }
 
-int64 LowWater::floor_for_sealing() const {
+int64 LowWater::floor_for_sealing() {
+  if (!tracker_.mark_known()) tracker_.start_from(guard([&] { return read_mark(); }));
   // Owning every shard (one worker), its own mark holds for all.
   if (ownership_.owned() == shards::kAll) return tracker_.mark();
   return saved_floor_;
 }
 
 void LowWater::check_plans() {
-  if (scope_made_ && plans_version_ == scope_version()) return;
+  if (scope_made_ && plans_scope_ == scope_versions()) return;
   scope_ = sealer_.predicate() + ownership_.predicate();
   scope_made_ = true;
   guard([&] {
@@ -317,7 +318,7 @@ void LowWater::check_plans() {
       *plan = nullptr;
     }
   });
-  plans_version_ = scope_version();
+  plans_scope_ = scope_versions();
 }
 
 TimestampTz LowWater::skipped_check_due() const {

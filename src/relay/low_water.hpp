@@ -22,9 +22,13 @@ namespace outbox::pg::relay {
 // mark"). Every event below the mark is published, dead-lettered or waiting for a retry,
 // in the shards the relay owns (each shard's mark is saved in outbox.relay_shards). The
 // queries around the mark are here; what they read decides through core/scan_tracker.hpp.
+// The sealed partitions and the owned shards are read, not driven: Relay drives them.
 class LowWater {
  public:
-  explicit LowWater(const Ownership& ownership);
+  LowWater(const Ownership& ownership, const Sealer& sealer);
+  // In the batch transaction, before advance(): below every shard's mark (the saved ones,
+  // and this relay's own for its shards, read first when unknown), what sealing may rely on.
+  int64 floor_for_sealing();
   // In the batch transaction, before its first fetch: moves the mark (at most every
   // kLowWaterCheckUs), probes the gaps for late commits (FetchRequest::late), and reads the
   // delivery log from the mark up when tracking restarted (FetchRequest::delivered).
@@ -47,15 +51,16 @@ class LowWater {
   // After a failure, or when the mark was read or reset: the next fetch starts from the
   // mark, and nothing above it is known resolved.
   void restart_tracking() { tracker_.restart_tracking(); }
-  // The extension is gone or was created again (a new sequence): read the mark again.
+  // The extension is gone or was created again (a new sequence): read the mark again (the
+  // relay resets its Sealer with it).
   void forget();
   // The relay gained shards: read the marks of its shards again.
   void reread();
   // A pass skipped the check (the one before was too recent) while gaps wait to be probed:
   // when the next check is due; 0 otherwise.
   TimestampTz skipped_check_due() const;
-  // Moves with the scope of the queries (the owned shards, the sealed partitions).
-  uint64 scope_version() const { return sealer_.version() + ownership_.version(); }
+  // Moves with the scope of the queries (the sealed partitions, the owned shards).
+  ScopeVersions scope_versions() const { return {sealer_.version(), ownership_.version()}; }
 
  private:
   // late_keys.cpp: the committed events in the gaps, and in what this
@@ -78,16 +83,13 @@ class LowWater {
   void probe_gaps(TimestampTz now, int64 upto, const std::vector<SeqGaps::Interval>& cover);
   // Drops the plans that read outbox.events when the scope changed.
   void check_plans();
-  // Below every shard's mark (the saved ones, and this relay's own for its shards): what
-  // sealing may rely on.
-  int64 floor_for_sealing() const;
 
   const Ownership& ownership_;
-  Sealer sealer_;
+  const Sealer& sealer_;
   std::string scope_;
   bool scope_made_ = false;
   int64 saved_floor_ = -1;  // the least mark of outbox.relay_shards, read at each save
-  uint64 plans_version_ = 0;
+  ScopeVersions plans_scope_;
   SPIPlanPtr probe_plan_ = nullptr;
   SPIPlanPtr low_water_plan_ = nullptr;
   SPIPlanPtr save_plan_ = nullptr;

@@ -6,7 +6,7 @@
 #include "relay/ownership.hpp"
 
 #include "pg/boundary.hpp"
-#include "pg/relay_shmem.hpp"
+#include "pg/relay_slots.hpp"
 #include "pg/settings.hpp"
 #include "relay/shard_locks.hpp"
 

@@ -94,12 +94,22 @@ BatchResult Relay::run_transaction() {
   return result;
 }
 
+void Relay::forget_extension() {
+  mark_.forget();
+  sealer_.reset();
+}
+
 // One way: the mark says what to read, the queue reads it, the mark accounts for what was
 // read (and may cut new events that a late one of their key must precede), and the holds
 // take back the rows that must wait behind a failed event of their key.
 void Relay::fetch(Batch& batch, bool first_of_transaction) {
   const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
-  if (first_of_transaction) mark_.advance(now);
+  if (first_of_transaction) {
+    // Sealing first, below the floor the mark reports: the mark's queries and the fetch then
+    // leave out what is sealed now.
+    sealer_.advance(now, mark_.floor_for_sealing());
+    mark_.advance(now);
+  }
   FetchReport report = queue_.fetch(batch, first_of_transaction, now, mark_.request());
   mark_.account(batch.fetched, report);
   queue_.hold_back(batch.fetched, report.retries_cut ? report.late_from : batch.fetched.count);

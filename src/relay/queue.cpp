@@ -112,7 +112,7 @@ void Queue::append_rows(SPIPlanPtr plan, int nparams, const Datum* values, const
 FetchReport Queue::fetch(Batch& batch, bool first_of_transaction, TimestampTz now,
                          const FetchRequest& request) {
   guard([&] {
-    if (scan_new_plan_ != nullptr && plans_version_ != request.scope_version) {
+    if (scan_new_plan_ != nullptr && plans_scope_ != request.scope_versions) {
       for (SPIPlanPtr* plan :
            {&fetch_retry_plan_, &fetch_late_plan_, &holds_plan_, &scan_new_plan_}) {
         if (*plan != nullptr) SPI_freeplan(*plan);
@@ -128,7 +128,7 @@ FetchReport Queue::fetch(Batch& batch, bool first_of_transaction, TimestampTz no
       holds_plan_ = prepare_kept(psprintf(kHoldsSql, sql), 0, nullptr);
     }
   });
-  plans_version_ = request.scope_version;
+  plans_scope_ = request.scope_versions;
   // Before the retries: which keys they hold back, exact as of now. Only this relay makes
   // retries in its shards, so with no hold known, and none to learn (a start, a gained
   // shard), there is nothing to read.

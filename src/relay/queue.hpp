@@ -75,8 +75,8 @@ class Queue {
   bool holds_stale_ = true;  // read them at the next look for retries
   SPIPlanPtr holds_plan_ = nullptr;
   SPIPlanPtr scan_new_plan_ = nullptr;
-  // Made for the scope of plans_version_ (FetchRequest::scope_version).
-  uint64 plans_version_ = 0;
+  // Made for this scope (FetchRequest::scope_versions).
+  ScopeVersions plans_scope_;
   SPIPlanPtr fetch_retry_plan_ = nullptr;
   SPIPlanPtr fetch_late_plan_ = nullptr;
   SPIPlanPtr log_plan_ = nullptr;  // kLogSql: no scope, made once

@@ -14,7 +14,8 @@
 //   low_water.cpp     the low-water mark, its horizon, the gaps and their probes
 //   tracking.cpp      what fetches accounted for above the mark: the resume point, the gaps
 //   delivered.cpp     the delivery log's seqs from the mark up, read when tracking restarts
-//   seal.cpp          sealed partitions: past, resolved, unwritable; no query reads them
+//   seal.cpp          sealed partitions: past, resolved, unwritable; no query reads them.
+//                     The relay drives the sealer with the floor the mark reports
 //   sink_session.cpp  the configured sink: created, created again, observed, its log
 //   report.cpp        state and counters in shared memory, for outbox.status
 //   launcher.cpp      the launcher: starts the workers in outbox.database
@@ -40,6 +41,7 @@
 #include "relay/batch.hpp"
 #include "relay/low_water.hpp"
 #include "relay/queue.hpp"
+#include "relay/seal.hpp"
 #include "relay/session.hpp"
 #include "sinks/common/sink.hpp"
 
@@ -77,6 +79,8 @@ class Relay {
   void wake_on_commit(bool wake);
   // pipeline.cpp
   BatchResult run_transaction();
+  // The extension is gone or was created again: the mark is read again, nothing is sealed.
+  void forget_extension();
   void fetch(Batch& batch, bool first_of_transaction);
   void start_batch(Batch& batch);
   void finish_batch(Batch& batch, BatchResult& result);
@@ -96,7 +100,9 @@ class Relay {
   Batch batches_[2];
   SinkSession session_{report_};
   Ownership ownership_;
-  LowWater mark_{ownership_};
+  // Seals below the floor the mark reports (Relay::fetch); the mark's queries read it.
+  Sealer sealer_;
+  LowWater mark_{ownership_, sealer_};
   Queue queue_;
   // Worker 1 looked for a replay left running, once the sink was ready.
   bool replays_checked_ = false;

@@ -20,7 +20,7 @@
 
 #include "pg/boundary.hpp"
 #include "pg/relay_databases.hpp"
-#include "pg/relay_shmem.hpp"
+#include "pg/relay_slots.hpp"
 #include "pg/settings.hpp"
 #include "relay/spi.hpp"
 

@@ -1,5 +1,5 @@
 // What outbox.status shows of a relay: its state, its sink, its counters and its last
-// error, copied to the relay's slot in shared memory (pg/relay_shmem.hpp) at each change.
+// error, copied to the relay's slot in shared memory (pg/relay_slots.hpp) at each change.
 #include "relay/session.hpp"
 
 #include "pg/boundary.hpp"

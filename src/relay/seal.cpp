@@ -23,7 +23,7 @@
 #include "pg/boundary.hpp"
 #include "pg/delivery_log.hpp"
 #include "pg/relay_databases.hpp"
-#include "pg/relay_shmem.hpp"
+#include "pg/relay_slots.hpp"
 
 extern "C" {
 #include "access/table.h"

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "pg/postgres.hpp"
-#include "pg/relay_shmem.hpp"
+#include "pg/relay_slots.hpp"
 #include "relay/batch.hpp"
 #include "sinks/common/sink.hpp"
 
@@ -79,6 +79,16 @@ class SinkSession {
     Report& report_;
     const uint32& generation_;
   };
+  // What outbox.sink_config and the catalogs say (sink_session.cpp).
+  struct Config;
+
+  // The steps of ensure(): whether the sink there is still the one to use; the
+  // configuration, read; the extension's state and whether it configures a sink; a new sink
+  // from the configuration.
+  bool keeps_current(uint32 generation);
+  static Config read_config(MemoryContext iteration);
+  bool has_sink_to_create(const Config& config, uint32 requests);
+  void create(const Config& config);
 
   Report& report_;
   uint32 generation_ = 0;

@@ -29,27 +29,18 @@ bool SinkSession::WaitObserver::keep_waiting(std::string_view client_error) noex
 
 bool SinkSession::changed() const { return relay_database_generation(MyDatabaseId) != generation_; }
 
-bool SinkSession::ensure(MemoryContext iteration) {
-  const uint32 generation = relay_database_generation(MyDatabaseId);
-  // Before the look: a CREATE EXTENSION that commits after it moves this on.
-  const uint32 requests = relay_database_requests(MyDatabaseId);
-  // A reload that changed outbox.sink_isolation creates the sink again, where it now belongs.
-  if (sink_ && isolation_ != settings.sink_isolation) sink_.reset();
-  if (sink_ && generation == generation_ && sink_->usable()) return true;
-  if (sink_ && !sink_->usable()) {
-    report_.record_error("sink " + name_ + " is unusable; creating it again");
-    sink_.reset();
-  }
+struct SinkSession::Config {
+  Oid extension;
+  bool has_extension;
+  bool needs_update;
+  bool configured;
+  char* name;
+  Jsonb* options;
+  TimestampTz updated_at;
+};
 
-  struct Config {
-    Oid extension;
-    bool has_extension;
-    bool needs_update;
-    bool configured;
-    char* name;
-    Jsonb* options;
-    TimestampTz updated_at;
-  };
+// In a transaction of its own; the name and options are copied into `iteration`.
+SinkSession::Config SinkSession::read_config(MemoryContext iteration) {
   begin_worker_transaction("outbox relay: reading the sink configuration");
   Config config = guard([&]() -> Config {
     Config c{};
@@ -74,8 +65,36 @@ bool SinkSession::ensure(MemoryContext iteration) {
     return c;
   });
   commit_worker_transaction(iteration);
-  generation_ = generation;
+  return config;
+}
 
+bool SinkSession::ensure(MemoryContext iteration) {
+  const uint32 generation = relay_database_generation(MyDatabaseId);
+  // Before the look: a CREATE EXTENSION that commits after it moves this on.
+  const uint32 requests = relay_database_requests(MyDatabaseId);
+  if (keeps_current(generation)) return true;
+  const Config config = read_config(iteration);
+  generation_ = generation;
+  if (!has_sink_to_create(config, requests)) return false;
+  if (sink_ && name_ == config.name && config_updated_at_ == config.updated_at) return true;
+  create(config);
+  return true;
+}
+
+bool SinkSession::keeps_current(uint32 generation) {
+  // A reload that changed outbox.sink_isolation creates the sink again, where it now belongs.
+  if (sink_ && isolation_ != settings.sink_isolation) sink_.reset();
+  if (sink_ && generation == generation_ && sink_->usable()) return true;
+  if (sink_ && !sink_->usable()) {
+    report_.record_error("sink " + name_ + " is unusable; creating it again");
+    sink_.reset();
+  }
+  return false;
+}
+
+// False when there is nothing to send with: no extension (the relay exits), one that waits
+// for ALTER EXTENSION UPDATE, or no sink configured.
+bool SinkSession::has_sink_to_create(const Config& config, uint32 requests) {
   if (!config.has_extension || config.needs_update || config.extension != extension_) {
     // A re-created extension has a new sequence: read the mark again when it is back. Its
     // sink is configured anew: the old one is forgotten below.
@@ -83,24 +102,25 @@ bool SinkSession::ensure(MemoryContext iteration) {
     sink_.reset();
     extension_ = config.extension;
   }
-  if (!config.has_extension || config.needs_update || !config.configured) {
-    sink_.reset();
-    name_.clear();
-    report_.counters().sink[0] = '\0';
-    if (!config.has_extension) {
-      // Nothing to wait for here: the launcher starts relays again at CREATE EXTENSION.
-      relay_database_absent(MyDatabaseId, requests);
-      absent_ = true;
-      return false;
-    }
-    report_.publish(config.needs_update ? WorkerState::kWaitingForUpdate
-                                        : WorkerState::kUnconfigured);
+  if (config.has_extension && !config.needs_update && config.configured) return true;
+  sink_.reset();
+  name_.clear();
+  report_.counters().sink[0] = '\0';
+  if (!config.has_extension) {
+    // Nothing to wait for here: the launcher starts relays again at CREATE EXTENSION.
+    relay_database_absent(MyDatabaseId, requests);
+    absent_ = true;
     return false;
   }
-  if (sink_ && name_ == config.name && config_updated_at_ == config.updated_at) return true;
+  report_.publish(config.needs_update ? WorkerState::kWaitingForUpdate
+                                      : WorkerState::kUnconfigured);
+  return false;
+}
+
+// The relay backs off and says so (outbox.status, outbox_relay_config_error): an option
+// that configure_sink accepted may fail later, a file gone or a broker's name unknown.
+void SinkSession::create(const Config& config) {
   sink_.reset();
-  // The relay backs off and says so (outbox.status, outbox_relay_config_error): an option
-  // that configure_sink accepted may fail later, a file gone or a broker's name unknown.
   try {
     sinks::Options options = sink_options_from_jsonb("outbox relay", config.options);
     sink_ = create_sink("outbox relay", config.name, options);
@@ -118,7 +138,6 @@ bool SinkSession::ensure(MemoryContext iteration) {
     ereport(LOG,
             (errmsg("outbox relay %d: sending with %s", report_.number(), description.c_str())));
   });
-  return true;
 }
 
 bool SinkSession::take_new_extension() {

@@ -14,7 +14,7 @@ FetchRequest LowWater::request() const {
   request.delivered = &tracker_.delivered();
   request.scope = &scope_;
   request.sealed_scope = &sealer_.predicate();
-  request.scope_version = scope_version();
+  request.scope_versions = scope_versions();
   return request;
 }
 
@@ -32,7 +32,6 @@ void LowWater::account(Fetched& out, FetchReport& report) {
 
 void LowWater::forget() {
   reread();
-  sealer_.reset();
   saved_floor_ = -1;
 }
 

@@ -1,18 +1,12 @@
-#include "pg/relay_shmem.hpp"
+#include "pg/relay_slots.hpp"
 
 #include <signal.h>
 
-#include "pg/boundary.hpp"
-#include "pg/relay_databases.hpp"
 #include "pg/relay_stats.hpp"
 #include "pg/settings.hpp"
-#include "pg/shard_of.hpp"
 
 extern "C" {
 #include "miscadmin.h"
-#include "storage/ipc.h"
-#include "storage/latch.h"
-#include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
@@ -42,80 +36,7 @@ struct RelayShared {
 };
 
 RelayShared* shared = nullptr;
-int requested_slots = 0;
-shmem_startup_hook_type prev_shmem_startup = nullptr;
-shmem_request_hook_type prev_shmem_request = nullptr;
-
-// Per-backend, per-transaction flags for the commit callback: the shards whose owners to
-// wake, and whether the configuration changed.
-uint64 wake_pending = 0;
-bool config_pending = false;
-bool replay_pending = false;  // outbox.replay() ran: the replay worker is wanted at commit
 constexpr uint64 kAllShards = ~uint64{0};
-
-void shmem_request() {
-  if (prev_shmem_request) prev_shmem_request();
-  RequestAddinShmemSpace(MAXALIGN(sizeof(RelayShared)));
-  RequestAddinShmemSpace(relay_databases_size());
-  RequestAddinShmemSpace(relay_stats_size());
-}
-
-void shmem_startup() {
-  if (prev_shmem_startup) prev_shmem_startup();
-  LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-  bool found = false;
-  shared = static_cast<RelayShared*>(ShmemInitStruct("outbox relay", sizeof(RelayShared), &found));
-  if (!found) {
-    memset(shared, 0, sizeof(RelayShared));
-    shared->slots = requested_slots;
-    for (Slot& slot : shared->slot) SpinLockInit(&slot.mutex);
-  }
-  relay_databases_init();
-  relay_stats_init();
-  LWLockRelease(AddinShmemInitLock);
-}
-
-// Runs once the commit is visible (transaction callbacks come after ProcArrayEndTransaction),
-// and a relay turns wake_on_commit on before it takes its fetch's snapshot: under the slot's
-// spinlock, either this reads it on and sets the latch, or that snapshot sees the commit.
-// A shard's owner publishes its mask before the first fetch that may send the shard, so the
-// same holds for a commit that wakes only the owners of its shards.
-void wake_workers(bool config_changed, uint64 shards) {
-  for (int i = 0; i < shared->slots; ++i) {
-    Slot& slot = shared->slot[i];
-    SpinLockAcquire(&slot.mutex);
-    const bool wake = slot.database == MyDatabaseId &&
-                      (config_changed || (slot.wake_on_commit && (slot.wake_shards & shards) != 0));
-    PGPROC* proc = slot.in_use && wake ? slot.proc : nullptr;
-    SpinLockRelease(&slot.mutex);
-    if (proc != nullptr) SetLatch(&proc->procLatch);
-  }
-}
-
-void xact_callback(XactEvent event, void*) {
-  switch (event) {
-    case XACT_EVENT_COMMIT:
-    case XACT_EVENT_PARALLEL_COMMIT:
-      if (shared != nullptr) {
-        if (config_pending) relay_database_changed(MyDatabaseId);
-        if (replay_pending) relay_database_replay_requested(MyDatabaseId);
-        if (wake_pending != 0 || config_pending) wake_workers(config_pending, wake_pending);
-      }
-      wake_pending = 0;
-      config_pending = false;
-      replay_pending = false;
-      break;
-    case XACT_EVENT_ABORT:
-    case XACT_EVENT_PARALLEL_ABORT:
-    case XACT_EVENT_PREPARE:
-      wake_pending = 0;
-      config_pending = false;
-      replay_pending = false;
-      break;
-    default:
-      break;
-  }
-}
 
 }  // namespace
 
@@ -143,12 +64,17 @@ const char* worker_state_name(WorkerState state) {
 
 bool relay_shmem_available() { return shared != nullptr; }
 
-void relay_shmem_request(int slots) {
-  requested_slots = slots;
-  prev_shmem_request = shmem_request_hook;
-  shmem_request_hook = shmem_request;
-  prev_shmem_startup = shmem_startup_hook;
-  shmem_startup_hook = shmem_startup;
+Size relay_slots_size() { return MAXALIGN(sizeof(RelayShared)); }
+
+// Under AddinShmemInitLock (pg/shmem_hooks.cpp).
+void relay_slots_init(int slots) {
+  bool found = false;
+  shared = static_cast<RelayShared*>(ShmemInitStruct("outbox relay", sizeof(RelayShared), &found));
+  if (!found) {
+    memset(shared, 0, sizeof(RelayShared));
+    shared->slots = slots;
+    for (Slot& slot : shared->slot) SpinLockInit(&slot.mutex);
+  }
 }
 
 void relay_worker_attach(int index) {
@@ -255,6 +181,20 @@ SlotView relay_slot_read(int index) {
   return out;
 }
 
+// Under the slot's spinlock, with the database and whether a relay runs: a relay's attach
+// and its wake-up settings are seen whole.
+SlotWake relay_slot_wake(int index) {
+  SlotWake out;
+  Slot& slot = shared->slot[index];
+  SpinLockAcquire(&slot.mutex);
+  out.database = slot.database;
+  out.wake_on_commit = slot.wake_on_commit;
+  out.wake_shards = slot.wake_shards;
+  out.latch = slot.in_use ? &slot.proc->procLatch : nullptr;
+  SpinLockRelease(&slot.mutex);
+  return out;
+}
+
 int relay_slot_count() { return shared == nullptr ? 0 : shared->slots; }
 
 void relay_slot_assign(int index, Oid database, int worker) {
@@ -304,32 +244,4 @@ void relay_stop_database(Oid database) {
   }
 }
 
-void relay_wake_at_commit(bool config_changed) {
-  if (settings.wake_at_commit) wake_pending = kAllShards;
-  config_pending = config_pending || config_changed;
-}
-
-void relay_wake_owner_at_commit(Datum aggregatetype, Datum aggregateid) {
-  if (!settings.wake_at_commit) return;
-  wake_pending |= uint64{1} << shard_of(aggregatetype, aggregateid);
-}
-
-void relay_replay_at_commit() { replay_pending = true; }
-
-void relay_register_xact_callback() { RegisterXactCallback(xact_callback, nullptr); }
-
 }  // namespace outbox::pg
-
-// outbox._replay_requested(): the replay worker is wanted at commit (relay/replay.cpp).
-OUTBOX_FUNCTION(outbox_replay_requested) {
-  (void)fcinfo;
-  outbox::pg::relay_replay_at_commit();
-  return outbox::pg::guard([] { PG_RETURN_VOID(); });
-}
-
-// outbox._notify_relay(): wake the relay and make it reread its sink at commit.
-OUTBOX_FUNCTION(outbox_notify_relay) {
-  (void)fcinfo;
-  outbox::pg::relay_wake_at_commit(true);
-  return outbox::pg::guard([] { PG_RETURN_VOID(); });
-}

@@ -1,25 +1,18 @@
 // Shared memory of the relay: one slot per relay worker of the cluster (outbox.max_workers
 // of them), each assigned by the launcher to a worker of one database: its state and
-// counters for outbox.status, the latch that wakes it, and what the launcher says while no
-// relay runs in it. What a database's relays share is in pg/relay_databases.hpp.
-//
-// Wake at commit: a transaction that enqueued sets a flag; at COMMIT a transaction callback
-// sets the latches of its database's relay workers (pg_net's model). No NOTIFY: it
-// serialises committers on a global lock (measured here: -40 % writer throughput at 8
-// writers, -55 % at 32). A commit that asked for a configuration reload
-// (relay_wake_at_commit(true): configure_sink, unconfigure_sink, CREATE EXTENSION, DROP
-// EXTENSION) moves its database's configuration generation and sets the latch of every
-// relay of that database; a commit that only enqueued sets the latches of the relays that
-// own its shards and want commit wake-ups (a relay with no sink, or one that lets commits
-// gather, does not).
+// counters for outbox.status, the latch that wakes it, which commits set that latch
+// (pg/commit_wake.hpp reads it), and what the launcher says while no relay runs in it.
+// What a database's relays share is in pg/relay_databases.hpp; the hooks that make the
+// segments are in pg/shmem_hooks.cpp.
 #pragma once
 
 #include "pg/postgres.hpp"
 
-namespace outbox::pg {
+extern "C" {
+#include "storage/latch.h"
+}
 
-constexpr int kMaxWorkers = 32;      // per database (outbox.workers)
-constexpr int kMaxRelaySlots = 256;  // in the cluster (outbox.max_workers)
+namespace outbox::pg {
 
 enum class WorkerState {
   kStarting,
@@ -59,11 +52,21 @@ struct SlotView {
   char detail[256];         // set by the launcher: why no relay runs
 };
 
+// What a committing backend reads of one slot to decide whether to set its latch, as one
+// consistent copy (pg/commit_wake.cpp).
+struct SlotWake {
+  Oid database;         // assigned by the launcher
+  bool wake_on_commit;  // commits that only enqueued set the latch
+  uint64 wake_shards;   // ... if they enqueued in one of these shards
+  Latch* latch;         // the relay's; null while none runs in the slot
+};
+
 // True when outbox is in shared_preload_libraries and the segment exists.
 bool relay_shmem_available();
 
-// _PG_init (preload only): reserve the segment and install the hooks.
-void relay_shmem_request(int slots);
+// From pg/shmem_hooks.cpp: the segment's size, and its initialisation with `slots` slots.
+Size relay_slots_size();
+void relay_slots_init(int slots);
 
 // Called by a worker at start and exit. Detaching keeps the counters (state kStopped), with
 // `why` (if not null) as the last error.
@@ -90,6 +93,8 @@ bool relay_slot_stopped(int index);
 void relay_slot_explain(int index, const char* detail, TimestampTz restart_at);
 // Reader side: a consistent copy of one slot.
 SlotView relay_slot_read(int index);
+// Committer side: what decides whether the slot's latch is set (pg/commit_wake.cpp).
+SlotWake relay_slot_wake(int index);
 int relay_slot_count();
 // The batches that the database's relays have sent, summed over their slots: it moves while
 // live events flow (the replay worker's share, relay/replay.cpp).
@@ -99,22 +104,5 @@ bool relay_worker_running(Oid database, int worker);
 // Sends SIGTERM to every relay of the database: each stops after its current step, and what
 // it had not delivered is sent again by the next relay (at least once).
 void relay_stop_database(Oid database);
-
-// Backend side: ask for a wake-up of every relay of this database (and, for configure_sink,
-// a configuration reload) at the commit of the current transaction. Cheap: only sets flags.
-void relay_wake_at_commit(bool config_changed);
-// Backend side: ask for a wake-up, at commit, of the relay that owns the shard of this key
-// (enqueue; text Datums). Raises PostgreSQL errors: call inside guard().
-void relay_wake_owner_at_commit(Datum aggregatetype, Datum aggregateid);
-
-// Backend side: the database's replay worker is wanted at commit (outbox.replay()).
-void relay_replay_at_commit();
-
-// Registers the transaction callback; called once from _PG_init.
-void relay_register_xact_callback();
-
-// Preload only: the ProcessUtility hook of pg/database_commands.cpp (DROP DATABASE and the
-// commands like it; COMMIT PREPARED's wake-up).
-void relay_register_database_commands();
 
 }  // namespace outbox::pg
