@@ -1,4 +1,5 @@
-// The loop the relay and the replay worker share (worker_loop.hpp): back-off and wait.
+// The loop the relay and the replay worker share (worker_loop.hpp): the top of an
+// iteration, the back-off, the wait.
 #include "relay/worker_loop.hpp"
 
 #include "pg/boundary.hpp"
@@ -19,6 +20,17 @@ WorkerLoop::WorkerLoop(Role role, Report& report, const SinkSession& session)
       report_(report),
       session_(session),
       failures_(static_cast<uint64>(MyProcPid) * 2654435761u) {}
+
+void WorkerLoop::start_iteration(MemoryContext iteration) {
+  guard([&] {
+    MemoryContextSwitchTo(iteration);
+    MemoryContextReset(iteration);
+    if (ConfigReloadPending) {
+      ConfigReloadPending = false;
+      ProcessConfigFile(PGC_SIGHUP);
+    }
+  });
+}
 
 int WorkerLoop::back_off(const std::string& error, bool at_max) {
   const int delay_ms =

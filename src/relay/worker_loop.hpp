@@ -8,7 +8,6 @@
 #include "core/pacing.hpp"
 #include "pg/postgres.hpp"
 #include "relay/session.hpp"
-#include "relay/spi.hpp"
 
 extern "C" {
 #include "postmaster/interrupt.h"
@@ -53,6 +52,9 @@ class WorkerLoop {
   void wait(int ms, const char* activity, Earlier earlier);
 
  private:
+  // The top of an iteration: `iteration` emptied and made current, a reload applied.
+  static void start_iteration(MemoryContext iteration);
+
   const Role role_;
   Report& report_;
   const SinkSession& session_;
