@@ -11,10 +11,8 @@
 // CREATE EXTENSION. Each database gets one relay before any gets a
 // second, within outbox.max_workers. It watches each relay as a dynamic worker, and
 // starts one again after it stops, sooner if it had run for a while. What it decides is in
-// the slots and the database entries, for outbox.status.
+// the slots and the database entries (database_entries.cpp), for outbox.status.
 #include <algorithm>
-#include <unordered_map>
-#include <unordered_set>
 
 #include "relay/launcher.hpp"
 
@@ -22,8 +20,8 @@
 #include "core/worker_budget.hpp"
 #include "pg/boundary.hpp"
 #include "pg/relay_slots.hpp"
-#include "pg/relay_stats.hpp"
 #include "pg/settings.hpp"
+#include "relay/database_entries.hpp"
 
 extern "C" {
 #include "pgstat.h"
@@ -81,17 +79,15 @@ class Launcher {
       const bool scan = relay_launcher_pokes() != pokes || now - scanned_at >= kScanEveryUs;
       if (scan) {
         pokes = relay_launcher_pokes();
-        databases_ = scan_databases();
-        index_.clear();
-        for (size_t k = 0; k < databases_.size(); ++k) index_[databases_[k].oid] = k;
+        databases_.scan();
         scanned_at = now;
         restricted_to_missing();
       }
-      track(scan);
+      databases_.track(scan);
       int64 wait_us = plan();
       // Slots the plan took back free their databases' entries (an absent database's), for
       // a database that waits for one.
-      if (track(false)) wait_us = plan();
+      if (databases_.track(false)) wait_us = plan();
       wait_us = std::min(wait_us, kScanEveryUs - (now - scanned_at));
       guard([wait_us] {
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
@@ -103,93 +99,13 @@ class Launcher {
   }
 
  private:
-  const ClusterDatabase* database(Oid oid) const {
-    const auto it = index_.find(oid);
-    return it == index_.end() ? nullptr : &databases_[it->second];
-  }
-
-  // Entries for the databases that have, or may have, the extension: none for those that
-  // are gone, nor for those a relay found without it (absent_, until a commit there asks
-  // for relays again: it takes an entry, or waits for one). Databases that know they have
-  // the extension (relay_database_waiting) take a free entry first.
-  // Returns whether it gave entries back.
-  bool track(bool scanned) {
-    if (relay_database_waiting_lost() != waiting_lost_) {
-      waiting_lost_ = relay_database_waiting_lost();
-      absent_.clear();  // which asked is unknown: every database may have it
-    }
-    bool freed = false;
-    for (const Oid oid : relay_database_list()) {
-      absent_.erase(oid);  // an entry the launcher gave back is taken again: asked for
-      if (assigned(oid)) continue;
-      if (database(oid) == nullptr) {
-        relay_database_forget(oid);
-        relay_stats_forget(oid);
-        freed = true;
-      } else if (relay_database_forget_absent(oid)) {
-        absent_.insert(oid);
-        relay_stats_forget(oid);
-        freed = true;
-      }
-    }
-    if (!scanned && !freed) return false;
-    if (scanned) {
-      for (auto it = absent_.begin(); it != absent_.end();) {
-        it = database(*it) == nullptr ? absent_.erase(it) : std::next(it);
-      }
-    }
-    bool all_taken = true;
-    for (const Oid oid : relay_database_waiting()) {
-      const ClusterDatabase* d = database(oid);
-      if (d == nullptr) {
-        if (scanned) relay_database_forget(oid);  // gone: it waits no more
-        continue;
-      }
-      absent_.erase(oid);
-      if (d->connectable) all_taken = take(*d, true) && all_taken;
-    }
-    for (const ClusterDatabase& d : databases_) {
-      if (d.connectable && absent_.count(d.oid) == 0) all_taken = take(d, false) && all_taken;
-    }
-    if (all_taken) full_logged_ = false;
-    return freed;
-  }
-
-  // An entry for the database; false when every entry is taken, which is logged once per
-  // database known to have the extension, and once for the others until entries free.
-  bool take(const ClusterDatabase& d, bool has_extension) {
-    if (relay_database_track(d.oid)) {
-      warned_.erase(d.oid);
-      return true;
-    }
-    if (has_extension ? !warned_.insert(d.oid).second : full_logged_) return false;
-    full_logged_ = full_logged_ || !has_extension;
-    const int max = relay_database_capacity();
-    guard([&] {
-      ereport(WARNING,
-              (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-               has_extension ? errmsg("outbox launcher: outbox.max_databases (%d) databases "
-                                      "already have relays; database \"%s\" gets none until "
-                                      "one of them frees its entry",
-                                      max, d.name)
-                             : errmsg("outbox launcher: outbox.max_databases (%d) databases "
-                                      "already have relays; database \"%s\" and others are "
-                                      "not checked for the extension until one frees its entry",
-                                      max, d.name),
-               errhint("Raise outbox.max_databases and restart the server, or drop the "
-                       "extension where no relay is needed. A database that drops it, or is "
-                       "dropped, frees its entry at once.")));
-    });
-    return false;
-  }
-
   // outbox.database names a database that does not exist: said once, and again when it
   // exists.
   void restricted_to_missing() {
     const char* name = settings.database;
     if (name[0] == '\0') return;
     bool exists = false;
-    for (const ClusterDatabase& d : databases_) exists = exists || strcmp(d.name, name) == 0;
+    for (const ClusterDatabase& d : databases_.all()) exists = exists || strcmp(d.name, name) == 0;
     if (exists && missing_logged_) {
       guard([name] {
         ereport(LOG,
@@ -208,13 +124,6 @@ class Launcher {
       });
     }
     missing_logged_ = !exists;
-  }
-
-  bool assigned(Oid oid) const {
-    for (int i = 0; i < relay_slot_count(); ++i) {
-      if (relay_slot_read(i).database == oid) return true;
-    }
-    return false;
   }
 
   // How many relays the database should have now. All of them start together, also where
@@ -241,7 +150,7 @@ class Launcher {
           budget::Slot{view.database, view.worker, view.in_use || relays_[i].handle != nullptr};
     }
     std::vector<budget::Want> wants;
-    for (const ClusterDatabase& d : databases_) {
+    for (const ClusterDatabase& d : databases_.all()) {
       const DatabaseView view = relay_database_read(d.oid);
       wants.push_back(budget::Want{d.oid, wanted(d, view)});
       if (view.tracked) {
@@ -256,7 +165,7 @@ class Launcher {
     for (const uint32 oid : plan.draining) {
       // A database that takes no connections any more, or is a template now: its relays go.
       // (A paused one's were told by the session that paused it; an absent one's leave.)
-      const ClusterDatabase* d = database(oid);
+      const ClusterDatabase* d = databases_.find(oid);
       if (d == nullptr || !d->connectable) relay_stop_database(oid);
       wait_us = kFirstDelayUs;
     }
@@ -303,7 +212,7 @@ class Launcher {
     if (relay_slot_in_use(i)) return kFirstDelayUs;
     if (now < relay.start_at) return relay.start_at - now;
     const SlotView slot = relay_slot_read(i);
-    const ClusterDatabase* d = database(slot.database);
+    const ClusterDatabase* d = databases_.find(slot.database);
     if (d == nullptr) return kFirstDelayUs;
     if (!start(i, *d, slot.worker)) {
       relay.start_at = now + backoff_us(++relay.failures);
@@ -324,11 +233,14 @@ class Launcher {
     bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
     bgw.bgw_restart_time = BGW_NEVER_RESTART;  // the launcher does it
     snprintf(bgw.bgw_library_name, BGW_MAXLEN, "outbox");
-    snprintf(bgw.bgw_function_name, BGW_MAXLEN, "outbox_relay_main");
+    // The slot after the relays' is the replay worker's (wanted()); its entry point makes it
+    // one (relay/worker_main.cpp).
     if (worker == settings.workers) {
+      snprintf(bgw.bgw_function_name, BGW_MAXLEN, "outbox_replay_main");
       snprintf(bgw.bgw_name, BGW_MAXLEN, "outbox replay in %s", d.name);
       snprintf(bgw.bgw_type, BGW_MAXLEN, "outbox replay");
     } else {
+      snprintf(bgw.bgw_function_name, BGW_MAXLEN, "outbox_relay_main");
       snprintf(bgw.bgw_name, BGW_MAXLEN, "outbox relay %d in %s", worker + 1, d.name);
       snprintf(bgw.bgw_type, BGW_MAXLEN, "outbox relay");
     }
@@ -344,12 +256,7 @@ class Launcher {
   }
 
   std::vector<Relay> relays_;
-  std::vector<ClusterDatabase> databases_;
-  std::unordered_map<Oid, size_t> index_;  // into databases_
-  std::unordered_set<Oid> absent_;         // a relay found no extension there
-  std::unordered_set<Oid> warned_;         // logged as waiting for an entry
-  uint32 waiting_lost_ = 0;
-  bool full_logged_ = false;
+  DatabaseEntries databases_;
   bool missing_logged_ = false;
 };
 

@@ -2,8 +2,9 @@
 // background worker that sends unpublished events through the configured sink and marks
 // them published once the sink has acknowledged them (docs/design.md, "The relay").
 //
-//   loop.cpp          outbox_relay_main; the loop: when a pass runs, how the relay waits
-//                     between passes, the back-off after a failure
+//   loop.cpp          the relay's loop: when a pass runs, what it waits for between passes
+//   worker_loop.cpp   the loop it shares with the replay worker: back-off, the wait
+//   worker_main.cpp   outbox_relay_main and outbox_replay_main: the worker process's setup
 //   pipeline.cpp      one pass's transaction: fetch, durability, send, mark, pipelined
 //   queue.cpp         the queries on outbox.events: fetch into a batch, mark acknowledged and
 //                     rejected events (retries, dead letters)
@@ -19,6 +20,7 @@
 //   sink_session.cpp  the configured sink: created, created again, observed, its log
 //   report.cpp        state and counters in shared memory, for outbox.status
 //   launcher.cpp      the launcher: starts the workers in outbox.database
+//   database_entries.cpp  the databases it knows, and which have an entry (max_databases)
 //   shard_locks.cpp   the shards' advisory locks
 //   durability.cpp    a batch's commits made durable before it is sent
 //   spi.cpp           kept plans, int8[] parameters, a worker's own transactions
@@ -32,6 +34,7 @@
 // least once. The relay commits or aborts before it waits or backs off.
 #pragma once
 
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -43,11 +46,8 @@
 #include "relay/queue.hpp"
 #include "relay/seal.hpp"
 #include "relay/session.hpp"
+#include "relay/worker_loop.hpp"
 #include "sinks/common/sink.hpp"
-
-extern "C" {
-PGDLLEXPORT void outbox_relay_main(Datum arg);
-}
 
 namespace outbox::pg::relay {
 
@@ -73,7 +73,11 @@ class Relay {
 
   // loop.cpp
   Pause step();
-  // at_max: wait retry_backoff_max at once (a configuration error is not fixed in a moment).
+  std::optional<Pause> before_pass(TimestampTz& now);
+  Pause after_pass(const BatchResult& result);
+  int until_due();
+  void succeeded();
+  // WorkerLoop::back_off(), tracking restarted from the mark.
   int back_off(const std::string& error, bool at_max = false);
   void wait(Pause pause);
   void wake_on_commit(bool wake);
@@ -90,8 +94,6 @@ class Relay {
   void abort_transaction();
 
   const int slot_;
-  // Failed passes in a row: the back-off.
-  pacing::Failures failures_;
   MemoryContext iteration_ = nullptr;
   // What the relay's shared-memory slot says: commits that enqueue set its latch.
   bool wake_on_commit_ = true;
@@ -99,6 +101,7 @@ class Relay {
   // Before the session: a batch's messages outlive the sink that may still read them.
   Batch batches_[2];
   SinkSession session_{report_};
+  WorkerLoop loop_{Role::kRelay, report_, session_};
   Ownership ownership_;
   // Seals below the floor the mark reports (Relay::fetch); the mark's queries read it.
   Sealer sealer_;

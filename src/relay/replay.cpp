@@ -1,7 +1,8 @@
 // The replay worker (docs/design.md, "Replay"). outbox.replay() records a replay and, at its
-// commit, makes the database want this worker; the launcher starts it as worker number
-// outbox.workers, after the relays, in a slot of outbox.max_workers. It takes the running
-// replays in id order, and for each, one transaction per batch:
+// commit, makes the database want this worker; the launcher starts it (outbox_replay_main,
+// relay/worker_main.cpp) after the relays, in a slot of outbox.max_workers. It runs the
+// relays' loop (relay/worker_loop.hpp), and takes the running replays in id order, and for
+// each, one transaction per batch:
 //
 //   SELECT ... FROM outbox.events WHERE part_at in the window AND seq > position
 //     AND seq <= upto_seq AND <filters> AND <published> ORDER BY seq LIMIT batch_size
@@ -27,12 +28,8 @@
 extern "C" {
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
-#include "pgstat.h"
-#include "postmaster/interrupt.h"
-#include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
-#include "utils/wait_event.h"
 }
 
 namespace outbox::pg::relay {
@@ -69,8 +66,7 @@ bool replays_table_exists() {
 
 }  // namespace
 
-Replayer::Replayer(int slot, int worker)
-    : slot_(slot), failures_(static_cast<uint64>(MyProcPid) * 2654435761u), report_(slot, worker) {}
+Replayer::Replayer(int slot, int worker) : slot_(slot), report_(slot, worker) {}
 
 void Replayer::run() {
   guard([&] {
@@ -87,19 +83,19 @@ void Replayer::run() {
   // Its pid and its counters in the slot, as a relay's (outbox.status).
   report_.resume();
   report_.publish(WorkerState::kStarting);
-  while (!ShutdownRequestPending) {
-    start_iteration(iteration_);
+  loop_.run(iteration_, [&] {
     const std::clock_t cpu_started = std::clock();
     int ms = step();
-    if (ms < 0 || session_.absent()) break;
+    if (ms < 0 || session_.absent()) return false;
     session_.write_log();
     const char* activity = "outbox replay: waiting";
     if (ms == 0) {
       ms = share_wait(cpu_started);
       activity = "outbox replay: leaving live events their share";
     }
-    if (ms > 0) wait(ms, activity);
-  }
+    if (ms > 0) loop_.wait(ms, activity, WorkerLoop::Earlier::kReset);
+    return true;
+  });
   save_at_exit();
   session_.drop();
 }
@@ -129,7 +125,7 @@ int Replayer::step() {
     if (session_.absent()) return -1;
     if (!ready) return settings.poll_interval_ms;
     const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
-    if (now < backoff_until_) return static_cast<int>((backoff_until_ - now) / 1000) + 1;
+    if (const int ms = loop_.backoff_left_ms(now); ms > 0) return ms;
     begin_worker_transaction("outbox replay: fetching");
     lock_events_first();
     Replay replay{};
@@ -155,10 +151,10 @@ int Replayer::step() {
   } catch (const PgError& e) {
     abort_worker_transaction(iteration_);
     log_error(e.data());
-    return back_off(e.what());
+    return loop_.back_off(e.what());
   } catch (const std::exception& e) {
     abort_worker_transaction(iteration_);
-    return back_off(e.what());
+    return loop_.back_off(e.what());
   }
 }
 
@@ -241,38 +237,6 @@ int Replayer::share_wait(std::clock_t cpu_started) {
   const int64 cpu_us = static_cast<int64>(std::clock() - cpu_started) * 1000000 / CLOCKS_PER_SEC;
   const int64 wait_us = cpu_us * (100 - settings.replay_share) / settings.replay_share;
   return static_cast<int>(std::min<int64>(wait_us / 1000 + 1, kMaxShareWaitMs));
-}
-
-// Exponential back-off with jitter, as the relay's; no transaction is open while it runs.
-int Replayer::back_off(const std::string& error) {
-  const int delay_ms =
-      failures_.failed(settings.retry_backoff_min_ms, settings.retry_backoff_max_ms);
-  report_.record_error(error);
-  const TimestampTz now = guard([] { return GetCurrentTimestamp(); });
-  backoff_until_ = now + static_cast<TimestampTz>(delay_ms) * 1000;
-  report_.counters().backoff_until = backoff_until_;
-  report_.publish(WorkerState::kBackoff);
-  if (failures_.worth_a_log_line()) {
-    guard([&] {
-      ereport(LOG, (errmsg("outbox replay: %s; retrying in %d ms (failure %d)", error.c_str(),
-                           delay_ms, failures_.count())));
-    });
-  }
-  return delay_ms;
-}
-
-// On the latch: a signal (reload, shutdown) or a new sink configuration ends the wait.
-void Replayer::wait(int ms, const char* activity) {
-  guard([&] {
-    pgstat_report_activity(STATE_IDLE, activity);
-    ResetLatch(MyLatch);
-    CHECK_FOR_INTERRUPTS();
-    if (ShutdownRequestPending || ConfigReloadPending || session_.changed()) return;
-    (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ms,
-                    PG_WAIT_EXTENSION);
-    ResetLatch(MyLatch);
-    CHECK_FOR_INTERRUPTS();
-  });
 }
 
 void request_replay_worker_if_running(MemoryContext resume) {

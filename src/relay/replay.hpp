@@ -6,11 +6,11 @@
 #include <ctime>
 #include <string>
 
-#include "core/pacing.hpp"
 #include "core/replay_progress.hpp"
 #include "pg/postgres.hpp"
 #include "relay/batch.hpp"
 #include "relay/session.hpp"
+#include "relay/worker_loop.hpp"
 
 namespace outbox::pg::relay {
 
@@ -46,19 +46,16 @@ class Replayer {
   enum class Mark { kProgress, kDone };
   void save(int64 id, Mark mark);
   void save_at_exit();
-  int back_off(const std::string& error);
-  // The wait between steps, shown as `activity` in pg_stat_activity.
-  void wait(int ms, const char* activity);
   // After a batch begun at `cpu_started` (process CPU time): the wait that keeps it to
   // outbox.replay_share.
   int share_wait(std::clock_t cpu_started);
 
   const int slot_;
-  pacing::Failures failures_;
   MemoryContext iteration_ = nullptr;
   Report report_;
   Batch batch_;  // before the session: the sink may still read its messages
   SinkSession session_{report_};
+  WorkerLoop loop_{Role::kReplay, report_, session_};
   SPIPlanPtr fetch_plans_[16] = {};  // by the filters the replay has (send_batch())
   // The current replay's progress since its row was last written (Replayer::save()).
   struct Unsaved {
@@ -70,8 +67,7 @@ class Replayer {
   Unsaved unsaved_;
   TimestampTz saved_at_ = 0;
   StringInfoData scratch_{};
-  std::string replay_id_;  // the header's value, while a batch is out
-  TimestampTz backoff_until_ = 0;
+  std::string replay_id_;         // the header's value, while a batch is out
   uint64 live_batches_ = 0;       // the relays' batches at the last look
   TimestampTz live_seen_at_ = 0;  // when they last moved
 };

@@ -48,7 +48,7 @@ int Replayer::send_batch(const Replay& replay) {
     save(replay.id, Mark::kDone);
     commit_worker_transaction(iteration_);
     unsaved_ = Unsaved{};
-    failures_.succeeded();
+    loop_.succeeded();
     return 0;
   }
   replay_id_ = std::to_string(replay.id);
@@ -74,8 +74,8 @@ int Replayer::send_batch(const Replay& replay) {
   if (!moved || now - saved_at_ >= kSaveEveryUs) save(replay.id, Mark::kProgress);
   commit_worker_transaction(iteration_);
   // Nothing moved: the destination is down, or the batch's first event keeps failing.
-  if (!moved) return back_off(error);
-  failures_.succeeded();
+  if (!moved) return loop_.back_off(error);
+  loop_.succeeded();
   report_.publish(WorkerState::kIdle);
   return 0;
 }

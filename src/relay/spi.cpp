@@ -4,7 +4,6 @@
 
 extern "C" {
 #include "pgstat.h"
-#include "postmaster/interrupt.h"
 #include "utils/array.h"
 #include "storage/lmgr.h"
 #include "utils/lsyscache.h"
@@ -39,17 +38,6 @@ Datum int8_multirange(const int64* los, const int64* his, int n) {
     ranges[k] = serialize_range(typcache, &lower, &upper);
   }
   return MultirangeTypePGetDatum(make_multirange(INT8MULTIRANGEOID, typcache, n, ranges));
-}
-
-void start_iteration(MemoryContext iteration) {
-  guard([&] {
-    MemoryContextSwitchTo(iteration);
-    MemoryContextReset(iteration);
-    if (ConfigReloadPending) {
-      ConfigReloadPending = false;
-      ProcessConfigFile(PGC_SIGHUP);
-    }
-  });
 }
 
 void begin_worker_transaction(const char* activity) {

@@ -43,8 +43,6 @@ Datum int8_multirange(const Interval* intervals, int n) {
   return int8_multirange(los, his, n);
 }
 
-// The top of a worker's loop: `iteration` emptied and made current, a reload applied.
-void start_iteration(MemoryContext iteration);
 // Starts a transaction with SPI connected and a snapshot pushed; `activity` shows in
 // pg_stat_activity.
 void begin_worker_transaction(const char* activity);
