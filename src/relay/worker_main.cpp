@@ -47,6 +47,14 @@ void set_session_options() {
   SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
 }
 
+void log_stop(Role role, int worker, const char* why) {
+  if (role == Role::kReplay) {
+    elog(LOG, "outbox replay: %s", why);
+  } else {
+    elog(LOG, "outbox relay %d: %s", worker + 1, why);
+  }
+}
+
 // The role's loop, until it ends; false with `why` set when an error stopped it.
 bool run_role(Role role, int slot, int worker, char* why, size_t why_size) {
   // Past this point errors are C++ exceptions. Anything that escapes the loop ends the
@@ -66,10 +74,10 @@ bool run_role(Role role, int slot, int worker, char* why, size_t why_size) {
     log_error(e.data());
   } catch (const std::exception& e) {
     snprintf(why, why_size, "stopped after an unexpected error: %s", e.what());
-    elog(LOG, "outbox relay %d: %s", worker + 1, why);
+    log_stop(role, worker, why);
   } catch (...) {
     snprintf(why, why_size, "stopped after an unexpected error");
-    elog(LOG, "outbox relay %d: %s", worker + 1, why);
+    log_stop(role, worker, why);
   }
   return false;
 }
