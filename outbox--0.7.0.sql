@@ -757,10 +757,12 @@ CREATE TRIGGER inbox_consumers_changed
     AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON outbox.inbox_consumers
     FOR EACH STATEMENT EXECUTE FUNCTION outbox._inbox_consumers_changed();
 
--- inbox_receive's rules for a consumer name: 22004, 22023 or 22001, as it raises them.
-CREATE FUNCTION outbox._check_inbox_consumer(consumer pg_catalog.text)
+-- The arguments of bind_inbox_consumer (p_bind) and unbind_inbox_consumer: 22004 for a NULL
+-- one; a name to bind follows inbox_receive's rules (22023 or 22001, as it raises them).
+CREATE FUNCTION outbox._check_inbox_binding(p_consumer pg_catalog.text, p_role pg_catalog.regrole,
+                                            p_bind pg_catalog.bool)
 RETURNS void
-AS 'MODULE_PATHNAME', 'outbox_check_inbox_consumer'
+AS 'MODULE_PATHNAME', 'outbox_check_inbox_binding'
 LANGUAGE C IMMUTABLE
 SET search_path = pg_catalog, pg_temp;
 
@@ -771,11 +773,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    PERFORM outbox._check_inbox_consumer(consumer);
-    IF role IS NULL THEN
-        RAISE EXCEPTION 'outbox.bind_inbox_consumer: role must not be NULL'
-            USING ERRCODE = 'null_value_not_allowed';
-    END IF;
+    PERFORM outbox._check_inbox_binding(consumer, role, true);
     INSERT INTO outbox.inbox_consumers AS c (consumer, role)
     VALUES (bind_inbox_consumer.consumer, bind_inbox_consumer.role)
     ON CONFLICT DO NOTHING;
@@ -792,10 +790,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF consumer IS NULL OR role IS NULL THEN
-        RAISE EXCEPTION 'outbox.unbind_inbox_consumer: consumer and role must not be NULL'
-            USING ERRCODE = 'null_value_not_allowed';
-    END IF;
+    PERFORM outbox._check_inbox_binding(consumer, role, false);
     DELETE FROM outbox.inbox_consumers c
      WHERE c.consumer = unbind_inbox_consumer.consumer AND c.role = unbind_inbox_consumer.role;
     RETURN FOUND;
@@ -804,7 +799,7 @@ $$;
 COMMENT ON FUNCTION outbox.unbind_inbox_consumer(pg_catalog.text, pg_catalog.regrole) IS
   'Removes a binding of a consumer name to a role; a name left with none is open to every role granted inbox_receive again (unless outbox.inbox_require_binding). True if there was one.';
 REVOKE ALL ON FUNCTION outbox._inbox_consumers_changed() FROM PUBLIC;
-REVOKE ALL ON FUNCTION outbox._check_inbox_consumer(pg_catalog.text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._check_inbox_binding(pg_catalog.text, pg_catalog.regrole, pg_catalog.bool) FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox.bind_inbox_consumer(pg_catalog.text, pg_catalog.regrole) FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox.unbind_inbox_consumer(pg_catalog.text, pg_catalog.regrole) FROM PUBLIC;
 REVOKE ALL ON outbox.inbox_consumers FROM PUBLIC;

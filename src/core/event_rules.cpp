@@ -10,12 +10,16 @@ namespace {
 std::string prefix(std::string_view function) { return std::string(function) + ": "; }
 }  // namespace
 
-void check_required_text(std::string_view function, std::string_view field, bool is_null,
-                         std::size_t chars, std::size_t max_chars) {
+void check_not_null(std::string_view function, std::string_view field, bool is_null) {
   if (is_null) {
     throw Error(sqlstate::kNullValueNotAllowed,
                 prefix(function) + std::string(field) + " must not be NULL");
   }
+}
+
+void check_required_text(std::string_view function, std::string_view field, bool is_null,
+                         std::size_t chars, std::size_t max_chars) {
+  check_not_null(function, field, is_null);
   if (chars == 0) {
     throw Error(sqlstate::kInvalidParameterValue,
                 prefix(function) + std::string(field) + " must not be empty");

@@ -15,6 +15,9 @@ inline constexpr std::size_t kMaxNameChars = 255;
 void check_required_text(std::string_view function, std::string_view field, bool is_null,
                          std::size_t chars, std::size_t max_chars = kMaxNameChars);
 
+// An argument that must be given: 22004 "<function>: <field> must not be NULL".
+void check_not_null(std::string_view function, std::string_view field, bool is_null);
+
 // The payload must be present and no larger than the configured limit (bytes of its
 // stored jsonb form). Throws 22004 or 54000.
 void check_payload(std::string_view function, bool is_null, std::size_t bytes,

@@ -193,17 +193,24 @@ OUTBOX_FUNCTION(outbox_inbox_consumers_changed) {
   return PointerGetDatum(nullptr);
 }
 
-// outbox._check_inbox_consumer(consumer text): the name rules of inbox_receive, for
-// outbox.bind_inbox_consumer.
-OUTBOX_FUNCTION(outbox_check_inbox_consumer) {
+// outbox._check_inbox_binding(consumer text, role regrole, bind bool): the arguments of
+// bind_inbox_consumer (bind) or unbind_inbox_consumer, in one place: neither may be NULL, and
+// a name to bind follows inbox_receive's rules. A name to unbind need not: the owner may have
+// bound one by hand.
+OUTBOX_FUNCTION(outbox_check_inbox_binding) {
   using namespace outbox::pg;
-  constexpr const char* kFunction = "outbox.bind_inbox_consumer";
+  const bool bind = !PG_ARGISNULL(2) && PG_GETARG_BOOL(2);
+  const char* function = bind ? "outbox.bind_inbox_consumer" : "outbox.unbind_inbox_consumer";
   const TextMeasure consumer = measure_text(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
-  outbox::check_required_text(kFunction, "consumer", consumer.is_null, consumer.chars);
-  const std::string_view name = guard([&]() -> std::string_view {
-    text* t = DatumGetTextPP(PG_GETARG_DATUM(0));
-    return {VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t)};
-  });
-  outbox::check_consumer_name(kFunction, name);
+  outbox::check_not_null(function, "consumer", consumer.is_null);
+  if (bind) {
+    outbox::check_required_text(function, "consumer", false, consumer.chars);
+    const std::string_view name = guard([&]() -> std::string_view {
+      text* t = DatumGetTextPP(PG_GETARG_DATUM(0));
+      return {VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t)};
+    });
+    outbox::check_consumer_name(function, name);
+  }
+  outbox::check_not_null(function, "role", PG_ARGISNULL(1));
   PG_RETURN_VOID();
 }

@@ -197,6 +197,7 @@ SELECT regress.try($$SELECT outbox.bind_inbox_consumer(repeat('b', 256), 'inbox_
 SELECT regress.try($$SELECT outbox.bind_inbox_consumer('shipping', NULL)$$);
 SELECT regress.try($$SELECT outbox.bind_inbox_consumer('shipping', 'no_such_role')$$);
 SELECT regress.try($$SELECT outbox.unbind_inbox_consumer(NULL, 'inbox_billing')$$);
+SELECT regress.try($$SELECT outbox.unbind_inbox_consumer('billing', NULL)$$);
 SELECT consumer, role FROM outbox.inbox_consumers ORDER BY consumer, role::text;
 SELECT consumer, event_id FROM outbox.inbox ORDER BY consumer, event_id;
 SELECT outbox.unbind_inbox_consumer('billing', 'inbox_billing') AS unbound;

@@ -22,86 +22,21 @@ use Test::More;
 
 use FindBin;
 use lib $FindBin::Bin;
-use OutboxNode;
+use OutboxNode qw(:DEFAULT :databases);
 
-my $node = PostgreSQL::Test::Cluster->new('databases');
-$node->init;
-my $files = $node->basedir . '/sink_files';
-mkdir $files, 0750 or die "mkdir $files: $!";
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'outbox'
-outbox.poll_interval = '200ms'
+my $node = databases_node('databases', q{
 outbox.max_workers = 5
 max_worker_processes = 16
-outbox.sink_files_directory = '$files'
 restart_after_crash = on
 });
-$node->start;
 
 sub q1 { my ($db, $sql) = @_; return $node->safe_psql($db, $sql); }
-
-sub record_file {
-	my ($name) = @_;
-	my $path = "$files/$name.tsv";
-	open my $fh, '>', $path or die "$path: $!";
-	close $fh;
-	chmod 0644, $path;    # the null sink refuses a private file
-	return $path;
-}
-
-sub add_database {
-	my ($db, %opt) = @_;
-	q1('postgres', "CREATE DATABASE $db") unless $opt{exists};
-	q1($db, 'CREATE EXTENSION outbox') unless $opt{exists};
-	record_file($db);
-	q1($db, qq{SELECT outbox.configure_sink('null', '{"record_file": "$db.tsv"}')});
-}
-
-sub enqueue {
-	my ($db, $n) = @_;
-	q1($db, qq{SELECT outbox.enqueue('t', 'k' || (i % 7), 'T', jsonb_build_object('i', i))
-	             FROM generate_series(1, $n) i});
-}
 
 # The relay pid of each database: datname => pid.
 sub relays {
 	my %pids = map { split /\|/ } split /\n/, q1('postgres', q{
 		SELECT datname, pid FROM pg_stat_activity WHERE backend_type = 'outbox relay'});
 	return \%pids;
-}
-
-sub wait_relay_in {
-	my ($db, $what) = @_;
-	ok( $node->poll_query_until('postgres', qq{
-			SELECT count(*) = 1 FROM pg_stat_activity
-			 WHERE backend_type = 'outbox relay' AND datname = '$db'
-			   AND query = 'outbox relay: waiting for events'}),
-		$what);
-}
-
-sub recorded {
-	my ($db) = @_;
-	my %ids;
-	for my $line (split /\n/, slurp_file("$files/$db.tsv")) {
-		my (undef, undef, $id) = split /\t/, $line;
-		$ids{$id} = 1 if defined $id && $id =~ /^[0-9a-f-]{36}$/;
-	}
-	return [ sort keys %ids ];
-}
-
-# Every event of $db is in its record_file ($file.tsv: a renamed database keeps its sink),
-# and nothing else is.
-sub delivered_as_sets {
-	my ($db, $file) = @_;
-	ok($node->poll_query_until($db, q{
-			SELECT count(*) = 0 FROM outbox.event_status WHERE published_at IS NULL}),
-		"$db: everything published");
-	is_deeply(recorded($file), db_ids($db), "$db: its record file holds exactly its events");
-}
-
-sub db_ids {
-	my ($db) = @_;
-	return [ sort split /\n/, q1($db, 'SELECT id FROM outbox.events') ];
 }
 
 sub wait_published_in {
@@ -112,8 +47,8 @@ sub wait_published_in {
 }
 
 # 1. Five databases get a relay each, with no setting and no restart.
-add_database("d$_") for 1 .. 5;
-wait_relay_in("d$_", "d$_: CREATE EXTENSION starts a relay") for 1 .. 5;
+add_database($node, "d$_") for 1 .. 5;
+wait_relay_in($node, "d$_", "d$_: CREATE EXTENSION starts a relay") for 1 .. 5;
 is(q1('d1', q{SELECT count(*) FROM outbox.status}), '1', 'outbox.status shows its own database only');
 is(q1('d1', q{SELECT database FROM outbox.status}), 'd1', '... named');
 is(q1('d1', q{SELECT count(DISTINCT database) FROM outbox.cluster_status WHERE pid IS NOT NULL}),
@@ -121,7 +56,7 @@ is(q1('d1', q{SELECT count(DISTINCT database) FROM outbox.cluster_status WHERE p
 q1('postgres', 'CREATE ROLE watcher LOGIN IN ROLE pg_monitor');
 is($node->safe_psql('d3', 'SELECT count(*) FROM outbox.cluster_status', extra_params => [ '-U', 'watcher' ]),
 	'5', 'pg_monitor reads outbox.cluster_status');
-enqueue("d$_", 50) for 1 .. 5;
+enqueue_in($node, "d$_", 50) for 1 .. 5;
 
 # 2. Writers in d4 and d5 while the DBA works on d1, d2 and d3.
 my $pgbench = $node->installed_command('pgbench');
@@ -139,7 +74,7 @@ my $undisturbed = relays();
 my ($rc, $stdout, $stderr) = $node->psql('postgres', 'DROP DATABASE d4', extra_params => [ '-U', 'watcher' ]);
 like($stderr, qr/must be owner of database d4/, 'DROP DATABASE by a role that does not own it fails');
 
-my %d1_ids = map { $_ => 1 } @{ db_ids('d1') };
+my %d1_ids = map { $_ => 1 } @{ db_ids($node, 'd1') };
 ($rc, $stdout, $stderr) = $node->psql('postgres', 'DROP DATABASE d1');
 is($rc, 0, 'DROP DATABASE succeeds at the first try while its relay runs') or diag($stderr);
 
@@ -147,26 +82,26 @@ wait_published_in('d2');
 ($rc, $stdout, $stderr) = $node->psql('postgres', 'CREATE DATABASE d6 TEMPLATE d2');
 is($rc, 0, 'CREATE DATABASE ... TEMPLATE succeeds at the first try') or diag($stderr);
 # The clone is a database of its own, with d2's sink configuration: give it its own.
-add_database('d6', exists => 1);
-wait_relay_in('d6', 'the clone gets a relay of its own');
-wait_relay_in('d2', 'and the template gets its relay back');
+add_database($node, 'd6', exists => 1);
+wait_relay_in($node, 'd6', 'the clone gets a relay of its own');
+wait_relay_in($node, 'd2', 'and the template gets its relay back');
 
 ($rc, $stdout, $stderr) = $node->psql('postgres', 'ALTER DATABASE d3 RENAME TO d3r');
 is($rc, 0, 'ALTER DATABASE ... RENAME succeeds at the first try') or diag($stderr);
-wait_relay_in('d3r', 'the renamed database gets its relay back');
+wait_relay_in($node, 'd3r', 'the renamed database gets its relay back');
 
 mkdir $node->basedir . '/ts' or die;
 q1('postgres', "CREATE TABLESPACE ts LOCATION '" . $node->basedir . "/ts'");
 ($rc, $stdout, $stderr) = $node->psql('postgres', 'ALTER DATABASE d3r SET TABLESPACE ts');
 is($rc, 0, 'ALTER DATABASE ... SET TABLESPACE succeeds at the first try') or diag($stderr);
-wait_relay_in('d3r', 'and the relay comes back after it');
+wait_relay_in($node, 'd3r', 'and the relay comes back after it');
 
 q1('postgres', 'ALTER DATABASE d3r ALLOW_CONNECTIONS false');
 ok( $node->poll_query_until('postgres', q{
 		SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'outbox relay' AND datname = 'd3r'}),
 	'ALLOW_CONNECTIONS false: the relay leaves');
 q1('postgres', 'ALTER DATABASE d3r ALLOW_CONNECTIONS true');
-wait_relay_in('d3r', 'ALLOW_CONNECTIONS true: it comes back');
+wait_relay_in($node, 'd3r', 'ALLOW_CONNECTIONS true: it comes back');
 
 $_->finish for @writers;
 my $now = relays();
@@ -175,35 +110,35 @@ is_deeply([ @$now{qw(d4 d5)} ], [ @$undisturbed{qw(d4 d5)} ], "the writers' data
 # 3. A broken sink in one database does not slow another: d5's sink finds every message
 # unavailable and backs off; d4's events flow meanwhile.
 q1('d5', q{SELECT outbox.configure_sink('null', '{"record_file": "d5.tsv", "unavailable_every": 1}')});
-enqueue('d5', 10);
+enqueue_in($node, 'd5', 10);
 ok($node->poll_query_until('d5', q{SELECT state = 'backoff' FROM outbox.status}), 'a broken sink backs d5 off');
-enqueue('d4', 10);
+enqueue_in($node, 'd4', 10);
 ok($node->poll_query_until('d4', q{SELECT count(*) = 0 FROM outbox.event_status WHERE published_at IS NULL}),
 	"d4's events flow meanwhile");
 is(q1('d5', q{SELECT state FROM outbox.status}), 'backoff', 'while d5 still backs off');
 q1('d5', q{SELECT outbox.configure_sink('null', '{"record_file": "d5.tsv"}')});
 
 # 4. The cap: five relays run (d2..d6); a sixth database gets none, and says why.
-add_database('d7');
-enqueue('d7', 20);
+add_database($node, 'd7');
+enqueue_in($node, 'd7', 20);
 ok( $node->poll_query_until('d7', q{
 		SELECT state = 'not started' AND detail LIKE 'outbox.max_workers (5) relays run in other databases%'
 		  FROM outbox.status}),
 	'past outbox.max_workers, outbox.status says which setting to raise');
 ($rc, $stdout, $stderr) = $node->psql('postgres', 'DROP DATABASE d6');
 is($rc, 0, 'DROP DATABASE of the clone');
-wait_relay_in('d7', 'the freed slot goes to the database that had none');
+wait_relay_in($node, 'd7', 'the freed slot goes to the database that had none');
 
 # 5. kill -9 of one database's relay: PostgreSQL restarts every process, and every database
 # gets its relay back.
-enqueue($_, 30) for qw(d2 d3r d4 d5 d7);
+enqueue_in($node, $_, 30) for qw(d2 d3r d4 d5 d7);
 kill 'KILL', relays()->{d4};
-wait_relay_in($_, "after kill -9: $_ has a relay again") for qw(d2 d3r d4 d5 d7);
-enqueue($_, 30) for qw(d2 d3r d4 d5 d7);
+wait_relay_in($node, $_, "after kill -9: $_ has a relay again") for qw(d2 d3r d4 d5 d7);
+enqueue_in($node, $_, 30) for qw(d2 d3r d4 d5 d7);
 
-delivered_as_sets($_, $_) for qw(d2 d4 d5 d7);
-delivered_as_sets('d3r', 'd3');
-is_deeply([ grep { !$d1_ids{$_} } @{ recorded('d1') } ], [], "the dropped database's file holds only its events");
+delivered_as_sets($node, $_, $_) for qw(d2 d4 d5 d7);
+delivered_as_sets($node, 'd3r', 'd3');
+is_deeply([ grep { !$d1_ids{$_} } @{ recorded_ids($node, 'd1') } ], [], "the dropped database's file holds only its events");
 
 # 6. DROP EXTENSION: the database's relay leaves, and the others stay.
 $undisturbed = relays();

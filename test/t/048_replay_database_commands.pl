@@ -14,62 +14,26 @@ use Test::More;
 
 use FindBin;
 use lib $FindBin::Bin;
-use OutboxNode;
+use OutboxNode qw(:DEFAULT :databases);
 
-my $node = PostgreSQL::Test::Cluster->new('replay_database_commands');
-$node->init;
-my $files = $node->basedir . '/sink_files';
-mkdir $files, 0750 or die "mkdir $files: $!";
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'outbox'
-outbox.poll_interval = '200ms'
+my $node = databases_node('replay_database_commands', q{
 outbox.batch_size = 50
 outbox.max_workers = 6
 max_worker_processes = 16
-outbox.sink_files_directory = '$files'
 });
-$node->start;
 
 sub q1 { my ($db, $sql) = @_; return $node->safe_psql($db, $sql); }
-
-sub record_file {
-	my ($name) = @_;
-	my $path = "$files/$name.tsv";
-	open my $fh, '>', $path or die "$path: $!";
-	close $fh;
-	chmod 0644, $path;    # the null sink refuses a private file
-	return $path;
-}
-
-sub recorded {
-	my ($name) = @_;
-	my %ids;
-	for my $line (split /\n/, slurp_file("$files/$name.tsv")) {
-		my (undef, undef, $id) = split /\t/, $line;
-		$ids{$id} = 1 if defined $id && $id =~ /^[0-9a-f-]{36}$/;
-	}
-	return [ sort keys %ids ];
-}
-
-sub db_ids {
-	my ($db) = @_;
-	return [ sort split /\n/, q1($db, 'SELECT id FROM outbox.events') ];
-}
 
 # A database with 2000 published events, then a slow sink writing to "$db-replay.tsv" and a
 # replay of everything: returns the replay's id once the replay worker has sent some of it.
 sub replaying {
 	my ($db) = @_;
-	q1('postgres', "CREATE DATABASE $db");
-	q1($db, 'CREATE EXTENSION outbox');
-	record_file($db);
-	q1($db, qq{SELECT outbox.configure_sink('null', '{"record_file": "$db.tsv"}')});
-	q1($db, q{SELECT outbox.enqueue('t', 'k' || (i % 7), 'T', jsonb_build_object('i', i))
-	            FROM generate_series(1, 2000) i});
+	add_database($node, $db);
+	enqueue_in($node, $db, 2000);
 	ok($node->poll_query_until($db, q{
 			SELECT count(*) = 0 FROM outbox.event_status WHERE published_at IS NULL}),
 		"$db: everything published");
-	record_file("$db-replay");
+	new_record_file($node, "$db-replay");
 	q1($db, qq{SELECT outbox.configure_sink('null',
 	             '{"record_file": "$db-replay.tsv", "delay_ms": "300"}')});
 	my $id = q1($db, q{SELECT outbox.replay('-infinity', 'infinity')});
@@ -113,14 +77,14 @@ unlike($stderr, qr/being accessed by other users/, '... no session was in its wa
 is(q1('r2b', qq{SELECT state FROM outbox.replays WHERE id = $id}), 'running',
 	'the replay is still running after the rename');
 replay_done('r2b', $id, 'the replay goes on in the renamed database and finishes');
-is_deeply(recorded('r2-replay'), db_ids('r2b'), 'every event of the window was replayed');
+is_deeply(recorded_ids($node, 'r2-replay'), db_ids($node, 'r2b'), 'every event of the window was replayed');
 is(q1('r2b', qq{SELECT position = upto_seq AND events_sent >= events_total
                   FROM outbox.replays WHERE id = $id}),
 	't', 'its row says so');
 
 # 3. ALLOW_CONNECTIONS false while a replay runs: the replay worker leaves; true brings it
 # back and the replay finishes.
-record_file('r2-replay2');
+new_record_file($node, 'r2-replay2');
 q1('r2b', q{SELECT outbox.configure_sink('null',
               '{"record_file": "r2-replay2.tsv", "delay_ms": "300"}')});
 $id = q1('r2b', q{SELECT outbox.replay('-infinity', 'infinity')});
@@ -134,7 +98,7 @@ q1('postgres', 'ALTER DATABASE r2b ALLOW_CONNECTIONS true');
 is(q1('r2b', qq{SELECT state FROM outbox.replays WHERE id = $id}), 'running',
 	'... before the replay was done');
 replay_done('r2b', $id, 'ALLOW_CONNECTIONS true: the replay goes on and finishes');
-is_deeply(recorded('r2-replay2'), db_ids('r2b'), 'every event of the window was replayed');
+is_deeply(recorded_ids($node, 'r2-replay2'), db_ids($node, 'r2b'), 'every event of the window was replayed');
 
 q1('postgres', 'DROP DATABASE r2b');
 $node->stop;

@@ -7,12 +7,20 @@ use strict;
 use warnings;
 use Exporter 'import';
 use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils ();
 use Test::More;
 use Time::HiRes qw(usleep);
 use FindBin;
 
 our @EXPORT = qw(relay_node record_node ids wait_published enqueue_in_open_transaction wait_relay_pass
   wait_relay_reloaded wait_relay_idle marked_blocks);
+# The tests of several databases (use OutboxNode qw(:DEFAULT :databases)).
+our %EXPORT_TAGS = (
+	databases => [
+		qw(databases_node new_record_file recorded_ids db_ids add_database enqueue_in
+		  wait_relay_in delivered_as_sets)
+	]);
+our @EXPORT_OK = @{ $EXPORT_TAGS{databases} };
 
 # poll_query_until hands psql its query on stdin. While the server restarts after a crash,
 # psql can fail to connect and exit before IPC::Run writes the query; IPC::Run then croaks
@@ -171,6 +179,93 @@ sub wait_relay_idle {
 			SELECT query = 'outbox relay: waiting for events' FROM pg_stat_activity
 			 WHERE backend_type = 'outbox relay'}),
 		$what);
+}
+
+# A started node whose relays serve every database that has the extension (no
+# outbox.database), with outbox.sink_files_directory for the null sinks' record files;
+# $settings (postgresql.conf lines) come after the defaults.
+sub databases_node {
+	my ($name, $settings) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	my $files = sink_files($node);
+	mkdir $files, 0750 or die "mkdir $files: $!";
+	$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'outbox'
+outbox.poll_interval = '200ms'
+outbox.sink_files_directory = '$files'
+} . ($settings // ''));
+	$node->start;
+	return $node;
+}
+
+sub sink_files { return $_[0]->basedir . '/sink_files'; }
+
+# An empty record file "$name.tsv" in databases_node's sink_files directory: its path.
+sub new_record_file {
+	my ($node, $name) = @_;
+	my $path = sink_files($node) . "/$name.tsv";
+	open my $fh, '>', $path or die "$path: $!";
+	close $fh;
+	chmod 0644, $path;    # the null sink refuses a private file (it could be a secret)
+	return $path;
+}
+
+# The sorted ids in the record file "$name.tsv", each once.
+sub recorded_ids {
+	my ($node, $name) = @_;
+	my %ids;
+	for my $line (split /\n/, PostgreSQL::Test::Utils::slurp_file(sink_files($node) . "/$name.tsv")) {
+		my (undef, undef, $id) = split /\t/, $line;
+		$ids{$id} = 1 if defined $id && $id =~ /^[0-9a-f-]{36}$/;
+	}
+	return [ sort keys %ids ];
+}
+
+# The sorted ids of every event in database $db.
+sub db_ids {
+	my ($node, $db) = @_;
+	return [ sort split /\n/, $node->safe_psql($db, 'SELECT id FROM outbox.events') ];
+}
+
+# Database $db with the extension and a null sink writing to its own record file "$db.tsv".
+# $opt{exists}: the database and its extension exist already (a clone): the sink only.
+sub add_database {
+	my ($node, $db, %opt) = @_;
+	unless ($opt{exists}) {
+		$node->safe_psql('postgres', "CREATE DATABASE $db");
+		$node->safe_psql($db, 'CREATE EXTENSION outbox');
+	}
+	new_record_file($node, $db);
+	$node->safe_psql($db, qq{SELECT outbox.configure_sink('null', '{"record_file": "$db.tsv"}')});
+}
+
+# $n events in database $db, over 7 keys.
+sub enqueue_in {
+	my ($node, $db, $n) = @_;
+	$node->safe_psql($db, qq{SELECT outbox.enqueue('t', 'k' || (i % 7), 'T', jsonb_build_object('i', i))
+	             FROM generate_series(1, $n) i});
+}
+
+# Passes once database $db has one relay, and it waits for events.
+sub wait_relay_in {
+	my ($node, $db, $what) = @_;
+	ok( $node->poll_query_until('postgres', qq{
+			SELECT count(*) = 1 FROM pg_stat_activity
+			 WHERE backend_type = 'outbox relay' AND datname = '$db'
+			   AND query = 'outbox relay: waiting for events'}),
+		$what);
+}
+
+# Every event of $db is published and in the record file "$file.tsv" (default: "$db.tsv";
+# a renamed database keeps its sink), and nothing else is.
+sub delivered_as_sets {
+	my ($node, $db, $file) = @_;
+	$file //= $db;
+	ok($node->poll_query_until($db, q{
+			SELECT count(*) = 0 FROM outbox.event_status WHERE published_at IS NULL}),
+		"$db: everything published");
+	is_deeply(recorded_ids($node, $file), db_ids($node, $db), "$db: its record file holds exactly its events");
 }
 
 # The contents of the fenced blocks marked "<!-- test: $name -->" in $file, a path from the

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "sinks/common/failed_keys.hpp"
@@ -32,6 +33,13 @@ struct KafkaBatch {
   FailedKeys rejected_keys;
   // The same, of the batches that were unfinished when this one was started.
   FailedKeys earlier_keys;
+
+  // Gives message i its outcome, unless it has one; it no longer waits.
+  void settle(std::size_t i, Outcome outcome);
+  // Settles message i kRejected before it is queued; its key holds back later messages.
+  void reject(std::size_t i, const Message& message, std::string error);
+  // Every message still waiting: kUnavailable with `error`.
+  void fail_pending(const std::string& error);
 };
 
 }  // namespace outbox::sinks

@@ -2,23 +2,30 @@
 // messages (the per-key rule of Sink::send()).
 #include <chrono>
 #include <string>
+#include <utility>
 
 #include "sinks/kafka/kafka_sink.hpp"
 
 namespace outbox::sinks {
 
-void KafkaSink::settle(Batch& batch, std::size_t i, Outcome outcome) {
-  if (!batch.waiting[i]) return;
-  batch.waiting[i] = 0;
-  --batch.pending;
-  batch.acked += outcome.delivery == Delivery::kAcked;
-  batch.progress_at = Clock::now();
-  (*batch.outcomes)[i] = std::move(outcome);
+void KafkaBatch::settle(std::size_t i, Outcome outcome) {
+  if (!waiting[i]) return;
+  waiting[i] = 0;
+  --pending;
+  acked += outcome.delivery == Delivery::kAcked;
+  progress_at = Clock::now();
+  (*outcomes)[i] = std::move(outcome);
 }
 
-void KafkaSink::reject(Batch& batch, std::size_t i, const Message& message, std::string error) {
-  batch.rejected_keys.add(message, "was rejected: " + error);
-  settle(batch, i, Outcome{Delivery::kRejected, std::move(error)});
+void KafkaBatch::reject(std::size_t i, const Message& message, std::string error) {
+  rejected_keys.add(message, "was rejected: " + error);
+  settle(i, Outcome{Delivery::kRejected, std::move(error)});
+}
+
+void KafkaBatch::fail_pending(const std::string& error) {
+  for (std::size_t i = 0; i < waiting.size() && pending > 0; ++i) {
+    if (waiting[i]) settle(i, Outcome{Delivery::kUnavailable, error});
+  }
 }
 
 void KafkaSink::refused(Batch& batch, std::size_t i, const KafkaPartitioner::Refusal& refusal,
@@ -28,13 +35,12 @@ void KafkaSink::refused(Batch& batch, std::size_t i, const KafkaPartitioner::Ref
   leader_lost_at_ = Clock::now();
   changed_.notify_all();  // finish() need not wait the whole straggler.timeout.ms any more
   if (refusal.held) {
-    settle(batch, i,
-           Outcome{Delivery::kDeferred,
-                   "not sent: an earlier event of its key was not "
-                   "delivered: " +
-                       why});
+    batch.settle(i, Outcome{Delivery::kDeferred,
+                            "not sent: an earlier event of its key was not "
+                            "delivered: " +
+                                why});
   } else {
-    settle(batch, i, Outcome{Delivery::kUnavailable, why});
+    batch.settle(i, Outcome{Delivery::kUnavailable, why});
   }
   hold_key(batch, (*batch.messages)[i], "was not delivered: " + why);
 }
@@ -58,18 +64,12 @@ void KafkaSink::pass_rejected_keys_on(const Batch& batch) {
   }
 }
 
-void KafkaSink::fail_pending(Batch& batch, const std::string& error) {
-  for (std::size_t i = 0; i < batch.waiting.size() && batch.pending > 0; ++i) {
-    if (batch.waiting[i]) settle(batch, i, Outcome{Delivery::kUnavailable, error});
-  }
-}
-
 void KafkaSink::fail_all_on_fatal(std::unique_lock<std::mutex>& lock) {
   // Reports that are still to come may be acks; those already in are kept.
   lock.unlock();
   rd_kafka_poll(rk_, 0);
   lock.lock();
-  for (Batch& batch : batches_) fail_pending(batch, fatal_error_);
+  for (Batch& batch : batches_) batch.fail_pending(fatal_error_);
 }
 
 bool KafkaSink::any_pending() const {

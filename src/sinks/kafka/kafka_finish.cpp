@@ -93,7 +93,7 @@ void KafkaSink::settle_stragglers(Batch& batch) {
   if (!last_error_.empty()) error += " (last client error: " + last_error_ + ")";
   for (std::size_t i = 0; i < batch.waiting.size(); ++i) {
     if (!batch.waiting[i]) continue;
-    settle(batch, i, Outcome{Delivery::kUnavailable, error});
+    batch.settle(i, Outcome{Delivery::kUnavailable, error});
     hold_key(batch, (*batch.messages)[i], "was not acknowledged: " + error);
   }
 }
@@ -109,15 +109,15 @@ void KafkaSink::give_up(Batch& batch, bool abandoned) {
   // started after this call. It drops those of the later batches started already: their
   // reports (_PURGE_QUEUE) make them kUnavailable, and batches started while they are
   // unfinished must not overtake them.
-  purge_reason_ = abandoned ? "not sent: purged when the relay stopped waiting for an earlier "
-                              "batch"
-                            : "not sent: purged when an earlier batch timed out after " +
-                                  std::to_string(batch.timeout.count()) + " ms";
+  queue_.purged(abandoned ? "not sent: purged when the relay stopped waiting for an earlier "
+                            "batch"
+                          : "not sent: purged when an earlier batch timed out after " +
+                                std::to_string(batch.timeout.count()) + " ms");
   rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE);
-  fail_pending(batch, error);
+  batch.fail_pending(error);
   for (const Batch& started : batches_) {
     if (started.pending > 0) {
-      held_back_ = "not sent: queued messages of an earlier batch were purged: " + error;
+      queue_.hold_back("not sent: queued messages of an earlier batch were purged: " + error);
       break;
     }
   }

@@ -176,18 +176,10 @@ bool starts_with(std::string_view text, std::string_view prefix) {
   return text.substr(0, prefix.size()) == prefix;
 }
 
-}  // namespace
+using ShownOptions = std::vector<std::pair<std::string, std::string>>;
 
-KafkaSettings kafka_settings(const Options& options) {
-  const OptionTable table{kKafkaOptions, kKafkaOptionCount};
-  // Before any rd_kafka_conf_set: some properties act when set (plugin.library.paths loads
-  // its libraries at once).
-  check_declared("kafka", table, options);
-
-  KafkaSettings out;
-  out.conf.reset(rd_kafka_conf_new());
-  rd_kafka_conf_t* conf = out.conf.get();
-  // Our defaults first, so that the user's options override them (and are checked below).
+// Our defaults, set first, so that the user's options override them (and are checked after).
+void set_defaults(rd_kafka_conf_t* conf) {
   set(conf, "enable.idempotence", "true");
   set(conf, "acks", "all");
   set(conf, "partitioner", "murmur2_random");
@@ -196,68 +188,84 @@ KafkaSettings kafka_settings(const Options& options) {
   // wakes its broker thread for nearly every message, and on a small machine its work
   // then crowds out the relay's. Nothing waits for it: finish() flushes.
   set(conf, "linger.ms", "1");
+}
 
+// The sink's own options (not librdkafka's): true if `name` is one, taken into `out`.
+bool take_own_option(const std::string& name, const std::string& value, KafkaSettings& out,
+                     std::string& topic_template, ShownOptions& shown_options) {
+  if (name == kTopicTemplateOption) {
+    topic_template = value;
+    return true;
+  }
+  if (name == kTimestampOption) {
+    if (value == "created_at") {
+      out.timestamp_from_event = true;
+    } else if (value == "now") {
+      out.timestamp_from_event = false;
+    } else {
+      throw ConfigError("kafka sink: timestamp must be \"created_at\" or \"now\", not \"" + value +
+                        "\"");
+    }
+    shown_options.emplace_back(name, value);
+    return true;
+  }
+  if (name == kStragglerOption) {
+    long long ms = -1;
+    try {
+      ms = std::stoll(value);
+    } catch (const std::exception&) {
+    }
+    if (ms < 0 || ms > 3600000) {
+      throw ConfigError("kafka sink: straggler.timeout.ms must be 0 to 3600000, not \"" + value +
+                        "\"");
+    }
+    out.straggler_timeout = std::chrono::milliseconds(ms);
+    shown_options.emplace_back(name, value);
+    return true;
+  }
+  return false;
+}
+
+// librdkafka properties that are declared but refused with some values.
+void check_value(const std::string& name, const std::string& value) {
+  if (name == kUnsecureJwtOption && value != "false") {
+    // A development feature, and librdkafka 2.0.2 crashes the server (SIGSEGV in its main
+    // thread) when its sasl.oauthbearer.config is not valid.
+    throw ConfigError(
+        "kafka sink: enable.sasl.oauthbearer.unsecure.jwt is refused: the unsecured JWT "
+        "handler is a development feature (unsigned tokens), and librdkafka 2.0 crashes the "
+        "server when sasl.oauthbearer.config is not valid. Use sasl.oauthbearer.method=oidc "
+        "(a librdkafka built with libcurl), SCRAM or TLS client certificates");
+  }
+  if (name == kTokenUrlOption && !starts_with(value, "https://") &&
+      !starts_with(value, "http://")) {
+    // librdkafka's HTTP client allows no other protocol either; this says so plainly.
+    throw ConfigError(
+        "kafka sink: sasl.oauthbearer.token.endpoint.url must be an http:// or "
+        "https:// URL");
+  }
+}
+
+// The user's options (cloudevents taken out): the sink's own into `out`, the rest set on
+// librdkafka's configuration. Those that may be shown go into `shown_options`.
+void apply_options(const OptionTable& table, const Options& rest, KafkaSettings& out,
+                   ShownOptions& shown_options) {
   std::string topic_template(routing::kDefaultTopicTemplate);
-  std::vector<std::pair<std::string, std::string>> shown_options;
-  Options rest = options;
-  out.cloudevents = cloudevents::take_settings(rest);
   for (const auto& [name, value] : rest) {
+    if (take_own_option(name, value, out, topic_template, shown_options)) continue;
+    check_value(name, value);
     const bool secret = table.find(name)->kind == OptionKind::kSecret;
-    if (name == kTopicTemplateOption) {
-      topic_template = value;
-      continue;
-    }
-    if (name == kTimestampOption) {
-      if (value == "created_at") {
-        out.timestamp_from_event = true;
-      } else if (value == "now") {
-        out.timestamp_from_event = false;
-      } else {
-        throw ConfigError("kafka sink: timestamp must be \"created_at\" or \"now\", not \"" +
-                          value + "\"");
-      }
-      shown_options.emplace_back(name, value);
-      continue;
-    }
-    if (name == kUnsecureJwtOption && value != "false") {
-      // A development feature, and librdkafka 2.0.2 crashes the server (SIGSEGV in its main
-      // thread) when its sasl.oauthbearer.config is not valid.
-      throw ConfigError(
-          "kafka sink: enable.sasl.oauthbearer.unsecure.jwt is refused: the unsecured JWT "
-          "handler is a development feature (unsigned tokens), and librdkafka 2.0 crashes the "
-          "server when sasl.oauthbearer.config is not valid. Use sasl.oauthbearer.method=oidc "
-          "(a librdkafka built with libcurl), SCRAM or TLS client certificates");
-    }
-    if (name == kStragglerOption) {
-      long long ms = -1;
-      try {
-        ms = std::stoll(value);
-      } catch (const std::exception&) {
-      }
-      if (ms < 0 || ms > 3600000) {
-        throw ConfigError("kafka sink: straggler.timeout.ms must be 0 to 3600000, not \"" + value +
-                          "\"");
-      }
-      out.straggler_timeout = std::chrono::milliseconds(ms);
-      shown_options.emplace_back(name, value);
-      continue;
-    }
-    if (name == kTokenUrlOption && !starts_with(value, "https://") &&
-        !starts_with(value, "http://")) {
-      // librdkafka's HTTP client allows no other protocol either; this says so plainly.
-      throw ConfigError(
-          "kafka sink: sasl.oauthbearer.token.endpoint.url must be an http:// or "
-          "https:// URL");
-    }
-    set(conf, name, value, secret);
+    set(out.conf.get(), name, value, secret);
     if (!secret && !looks_sensitive(name) && name != "bootstrap.servers" &&
         name != "metadata.broker.list") {
       shown_options.emplace_back(name, value);
     }
   }
   out.topic_template = routing::TopicTemplate(topic_template);
-  out.secrets = secret_values(table, options);
+}
 
+// What the sink forces, checked once the user's options are set; returns bootstrap.servers.
+std::string check_forced(rd_kafka_conf_t* conf) {
   // Never kinit: librdkafka runs sasl.kerberos.kinit.cmd through the shell (its default
   // substitutes sasl.kerberos.principal into the command line) unless this is 0. GSSAPI then
   // uses the tickets the server's environment provides (KRB5CCNAME, KRB5_CLIENT_KTNAME).
@@ -275,18 +283,43 @@ KafkaSettings kafka_settings(const Options& options) {
                       "\": an event is marked published only once every in-sync replica "
                       "has it");
   }
-  const std::string bootstrap = conf_value(conf, "bootstrap.servers");
+  std::string bootstrap = conf_value(conf, "bootstrap.servers");
   if (bootstrap.empty()) throw ConfigError("kafka sink: bootstrap.servers is required");
+  return bootstrap;
+}
+
+// describe()'s text: no secret and no sensitive-looking value.
+std::string description(const KafkaSettings& out, const std::string& bootstrap,
+                        const ShownOptions& shown_options) {
+  std::string text = "kafka bootstrap.servers=" + shown(bootstrap);
+  text += " topic.template=" + shown(out.topic_template.text());
+  for (const auto& [name, value] : shown_options) text += " " + name + "=" + shown(value);
+  if (out.cloudevents.enabled) text += " cloudevents.source=" + shown(out.cloudevents.source);
+  return text;
+}
+
+}  // namespace
+
+KafkaSettings kafka_settings(const Options& options) {
+  const OptionTable table{kKafkaOptions, kKafkaOptionCount};
+  // Before any rd_kafka_conf_set: some properties act when set (plugin.library.paths loads
+  // its libraries at once).
+  check_declared("kafka", table, options);
+
+  KafkaSettings out;
+  out.conf.reset(rd_kafka_conf_new());
+  rd_kafka_conf_t* conf = out.conf.get();
+  set_defaults(conf);
+  ShownOptions shown_options;
+  Options rest = options;
+  out.cloudevents = cloudevents::take_settings(rest);
+  apply_options(table, rest, out, shown_options);
+  out.secrets = secret_values(table, options);
+
+  const std::string bootstrap = check_forced(conf);
   out.max_message_bytes = std::stoul(conf_value(conf, "message.max.bytes"));
   out.partitioner = conf_value(conf, "partitioner");
-
-  out.description = "kafka bootstrap.servers=" + shown(bootstrap);
-  out.description += " topic.template=" + shown(out.topic_template.text());
-  for (const auto& [name, value] : shown_options) {
-    out.description += " " + name + "=" + shown(value);
-  }
-  if (out.cloudevents.enabled)
-    out.description += " cloudevents.source=" + shown(out.cloudevents.source);
+  out.description = description(out, bootstrap, shown_options);
   return out;
 }
 

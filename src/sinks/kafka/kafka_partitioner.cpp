@@ -2,8 +2,7 @@
 
 #include <chrono>
 #include <stdexcept>
-
-#include "sinks/kafka/kafka_sink.hpp"
+#include <string>
 
 namespace outbox::sinks {
 
@@ -81,27 +80,6 @@ int32_t KafkaPartitioner::partition(const rd_kafka_topic_t* rkt, const void* key
     // Out of memory: no refusal can be noted, so the message waits for a leader as before.
     return p;
   }
-}
-
-rd_kafka_topic_t* KafkaSink::topic_handle(const std::string& name) {
-  auto it = topics_.find(name);
-  if (it != topics_.end()) return it->second;
-  // Why a handle rather than rd_kafka_producev(RD_KAFKA_V_TOPIC(name)): a topic that first
-  // appears by name in producev gets no metadata request of its own (librdkafka 2.0,
-  // https://github.com/confluentinc/librdkafka/issues/3202). Unless the producer knew the
-  // topic before its first broker connection (whose metadata request covers the known
-  // topics), its messages wait for librdkafka's topic scan, which runs once a second: the
-  // first batch after every sink creation, and the first one of each new topic, waited up to
-  // 1 s. rd_kafka_topic_new() asks for the topic's metadata at once (asynchronously; it is
-  // the request the scan would send later), against a real cluster as against the mock.
-  it = topics_.emplace(name, nullptr).first;  // may throw: nothing to leak yet
-  // The producer's topic properties (acks, message.timeout.ms, ...), with our partitioner.
-  rd_kafka_topic_conf_t* conf = rd_kafka_default_topic_conf_dup(rk_);
-  if (conf != nullptr) partitioner_->install(conf);
-  it->second = rd_kafka_topic_new(rk_, name.c_str(), conf);  // takes conf, also on failure
-  rd_kafka_topic_t* rkt = it->second;
-  if (rkt == nullptr) topics_.erase(it);
-  return rkt;
 }
 
 }  // namespace outbox::sinks

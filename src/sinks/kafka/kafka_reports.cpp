@@ -40,7 +40,7 @@ void KafkaSink::delivered(const rd_kafka_message_t* message) noexcept {
       const std::size_t i = seq - batch.first_seq;
       if (!batch.waiting[i]) return;
       if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        settle(batch, i, Outcome{Delivery::kAcked, {}});
+        batch.settle(i, Outcome{Delivery::kAcked, {}});
         last_error_.clear();  // the cluster answers again: an older error is no explanation
         return;
       }
@@ -57,9 +57,9 @@ void KafkaSink::delivered(const rd_kafka_message_t* message) noexcept {
       } else if (check_fatal()) {  // librdkafka purges its queues on a fatal error
         error = fatal_error_;
       } else {  // finish() purged when an earlier batch timed out or was abandoned
-        error = error_text(message->err, purge_reason_.c_str());
+        error = error_text(message->err, queue_.purge_reason().c_str());
       }
-      settle(batch, i, Outcome{classify(message->err), std::move(error)});
+      batch.settle(i, Outcome{classify(message->err), std::move(error)});
       if (message->err == RD_KAFKA_RESP_ERR__FATAL) check_fatal();
       return;
     }

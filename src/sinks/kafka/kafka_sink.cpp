@@ -46,9 +46,8 @@ int poll_ms(Clock::time_point deadline) {
 KafkaSink::KafkaSink(const Options& options) {
   KafkaSettings settings = kafka_settings(options);
   std::unique_ptr<rd_kafka_conf_t, ConfDeleter> conf = std::move(settings.conf);
-  topic_template_ = std::move(settings.topic_template);
-  timestamp_from_event_ = settings.timestamp_from_event;
-  cloudevents_ = std::move(settings.cloudevents);
+  queue_.configure(std::move(settings.topic_template), settings.timestamp_from_event,
+                   std::move(settings.cloudevents));
   description_ = std::move(settings.description);
   max_message_bytes_ = settings.max_message_bytes;
   secrets_ = std::move(settings.secrets);
@@ -70,6 +69,7 @@ KafkaSink::KafkaSink(const Options& options) {
     throw ConfigError(redacted(std::string("kafka sink: ") + errstr, secrets_));
   }
   conf.release();  // rd_kafka_new took it
+  queue_.attach(rk_, partitioner_.get());
   try {
     thread_ = std::thread(&KafkaSink::run, this);
   } catch (...) {
@@ -90,12 +90,12 @@ KafkaSink::~KafkaSink() {
   // on them; their outcome vectors may be gone, so the reports must find no batch). The relay
   // sends them again.
   std::unique_lock<std::mutex> lock(mu_);
-  jobs_.clear();
+  queue_.drop_jobs();
   batches_.clear();
   lock.unlock();
   rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
   rd_kafka_poll(rk_, 0);
-  for (const auto& [name, rkt] : topics_) rd_kafka_topic_destroy(rkt);
+  queue_.destroy_topics();
   rd_kafka_destroy(rk_);
 }
 
@@ -104,9 +104,8 @@ std::string KafkaSink::describe() const { return description_; }
 void KafkaSink::run() noexcept {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
-    if (!jobs_.empty()) {
-      const Job job = jobs_.front();
-      jobs_.pop_front();
+    if (queue_.has_job()) {
+      const KafkaQueue::Job job = queue_.take_job();
       try {
         queue(lock, *job.batch, *job.messages);
         pass_rejected_keys_on(*job.batch);
@@ -114,8 +113,8 @@ void KafkaSink::run() noexcept {
         // Out of memory: what was not queued fails, and holds back what comes after.
         if (!lock.owns_lock()) lock.lock();
         if (!stopping_) {
-          fail_pending(*job.batch, "not sent: the kafka sink ran out of memory");
-          held_back_ = "not sent: an earlier message could not be queued";
+          job.batch->fail_pending("not sent: the kafka sink ran out of memory");
+          queue_.hold_back("not sent: an earlier message could not be queued");
         }
       }
       if (stopping_) break;
@@ -150,7 +149,7 @@ void KafkaSink::start(const std::vector<Message>& messages, std::vector<Outcome>
   std::unique_lock<std::mutex> lock(mu_);
   // Nothing started: no message that a new one could overtake.
   if (batches_.empty()) {
-    held_back_.clear();
+    queue_.release();
     partitioner_->clear_held();
   }
 
@@ -169,7 +168,7 @@ void KafkaSink::start(const std::vector<Message>& messages, std::vector<Outcome>
     batch.deadline = deadline;
     batch.timeout = timeout;
     next_seq_ += messages.size();
-    jobs_.push_back(Job{&batch, &messages});
+    queue_.add_job(KafkaQueue::Job{&batch, &messages});
   } catch (...) {
     batches_.pop_back();  // not started: finish() must not wait for it
     throw;
@@ -190,8 +189,8 @@ void KafkaSink::queue(std::unique_lock<std::mutex>& lock, Batch& batch,
     if (stopping_) return;
     // An earlier batch's messages could not be queued, or were purged by a timeout (maybe
     // while produce_one waited for room): queuing this one could overtake them.
-    if (!held_back_.empty()) {
-      fail_pending(batch, held_back_);
+    if (queue_.held_back()) {
+      batch.fail_pending(queue_.held_back_reason());
       return;
     }
     const Message& m = messages[i];
@@ -201,11 +200,10 @@ void KafkaSink::queue(std::unique_lock<std::mutex>& lock, Batch& batch,
     if (rejected == nullptr) rejected = batch.earlier_keys.find(m);
     if (rejected != nullptr) {
       const std::string why = *rejected;
-      settle(batch, i,
-             Outcome{Delivery::kDeferred, "not sent: an earlier event of its key " + why});
+      batch.settle(i, Outcome{Delivery::kDeferred, "not sent: an earlier event of its key " + why});
       batch.rejected_keys.add(m, why);
-    } else if (!routing::route_topic(topic_template_, m, topic, topic_error)) {
-      reject(batch, i, m, topic_error);
+    } else if (!queue_.route(m, topic, topic_error)) {
+      batch.reject(i, m, topic_error);
     } else {
       const std::optional<rd_kafka_resp_err_t> err = produce_one(lock, batch, i, topic);
       if (!err) continue;  // stopping, or held back: the checks above end the pass
@@ -218,42 +216,22 @@ void KafkaSink::queue(std::unique_lock<std::mutex>& lock, Batch& batch,
 std::optional<rd_kafka_resp_err_t> KafkaSink::produce_one(std::unique_lock<std::mutex>& lock,
                                                           Batch& batch, std::size_t i,
                                                           const std::string& topic) {
-  rd_kafka_topic_t* rkt = topic_handle(topic);
+  rd_kafka_topic_t* rkt = queue_.topic_handle(topic);
   if (rkt == nullptr) {
     const rd_kafka_resp_err_t err = rd_kafka_last_error();
     return err == RD_KAFKA_RESP_ERR_NO_ERROR ? RD_KAFKA_RESP_ERR__INVALID_ARG : err;
   }
   const Message& m = (*batch.messages)[i];
-  const std::int64_t timestamp_ms =
-      timestamp_from_event_ && m.created_at_unix_us > 0 ? m.created_at_unix_us / 1000 : 0;
-  void* opaque = reinterpret_cast<void*>(static_cast<std::uintptr_t>(batch.first_seq + i));
   for (;;) {  // until queued, or not queueable
-    rd_kafka_headers_t* headers = rd_kafka_headers_new(2 + m.headers.size());
-    for (const auto& [name, value] : routing::message_headers(m)) {
-      rd_kafka_header_add(headers, name.data(), static_cast<ssize_t>(name.size()), value.data(),
-                          static_cast<ssize_t>(value.size()));
-    }
-    if (cloudevents_.enabled) {
-      for (const auto& [name, value] : routing::cloudevents_headers(m, cloudevents_.source)) {
-        rd_kafka_header_add(headers, name.data(), static_cast<ssize_t>(name.size()), value.data(),
-                            static_cast<ssize_t>(value.size()));
-      }
-    }
-    const rd_kafka_resp_err_t err = rd_kafka_producev(
-        rk_, RD_KAFKA_V_RKT(rkt),
-        RD_KAFKA_V_KEY(routing::message_key(m).data(), routing::message_key(m).size()),
-        RD_KAFKA_V_VALUE(const_cast<char*>(m.payload.data()), m.payload.size()),
-        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(headers),
-        RD_KAFKA_V_TIMESTAMP(timestamp_ms), RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
-    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return err;  // the message owns the headers now
-    rd_kafka_headers_destroy(headers);
+    const rd_kafka_resp_err_t err = queue_.produce(rkt, m, batch.first_seq + i);
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return err;
     const int wait_ms = poll_ms(batch.deadline);
     if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL || wait_ms == 0) return err;
     // Make room: serve delivery reports (their callbacks take the lock).
     lock.unlock();
     rd_kafka_poll(rk_, wait_ms);
     lock.lock();
-    if (stopping_ || !held_back_.empty()) return std::nullopt;  // a timeout purged meanwhile
+    if (stopping_ || queue_.held_back()) return std::nullopt;  // a timeout purged meanwhile
   }
 }
 
@@ -268,20 +246,20 @@ bool KafkaSink::not_queued(Batch& batch, std::size_t i, rd_kafka_resp_err_t err,
     }
   }
   if (classify(err) == Delivery::kRejected) {
-    reject(batch, i, m, error_text(err));
+    batch.reject(i, m, error_text(err));
     return true;
   }
   // Cannot queue, and may not skip to later messages, of this batch or of batches started
   // before this one finishes (they could share its key).
   if (err == RD_KAFKA_RESP_ERR__FATAL) check_fatal();
   const std::string why = fatal_ ? fatal_error_ : error_text(err);
-  settle(batch, i, Outcome{Delivery::kUnavailable, why});
+  batch.settle(i, Outcome{Delivery::kUnavailable, why});
   const std::string not_sent =
       "not sent: an earlier message of the batch could not be queued: " + why;
   for (std::size_t j = i + 1; j < batch.waiting.size(); ++j) {
-    if (batch.waiting[j]) settle(batch, j, Outcome{Delivery::kUnavailable, not_sent});
+    if (batch.waiting[j]) batch.settle(j, Outcome{Delivery::kUnavailable, not_sent});
   }
-  held_back_ = "not sent: an earlier message could not be queued: " + why;
+  queue_.hold_back("not sent: an earlier message could not be queued: " + why);
   return false;
 }
 

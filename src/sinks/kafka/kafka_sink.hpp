@@ -47,11 +47,7 @@
 //                 "not sent: purged when an earlier batch timed out ..."); messages already in
 //                 flight may still reach the broker: the relay sends them again (at least
 //                 once, the consumer deduplicates on the id header).
-// When a message cannot even be queued with a retryable error (queue full until the
-// deadline, fatal error), it and every later message of the batch are kUnavailable and not
-// queued, so no later message of the same key can overtake it. Nor can a later batch: from
-// then until no started batch is left unfinished, every batch started is kUnavailable and not
-// queued. The same holds once a timeout's purge has dropped messages of a started batch.
+// A message that cannot even be queued holds back the rest (kafka_queue.hpp).
 #pragma once
 
 #include <librdkafka/rdkafka.h>
@@ -67,12 +63,11 @@
 #include <optional>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "sinks/kafka/kafka_batch.hpp"
 #include "sinks/kafka/kafka_partitioner.hpp"
-#include "sinks/kafka/routing.hpp"
+#include "sinks/kafka/kafka_queue.hpp"
 #include "sinks/common/log_buffer.hpp"
 #include "sinks/common/sink.hpp"
 
@@ -107,13 +102,7 @@ class KafkaSink final : public Sink {
 
  private:
   using Clock = std::chrono::steady_clock;
-
   using Batch = KafkaBatch;
-  // A started batch whose messages the sink's thread has yet to queue.
-  struct Job {
-    Batch* batch;
-    const std::vector<Message>* messages;
-  };
 
   static void on_delivery(rd_kafka_t* rk, const rd_kafka_message_t* message, void* opaque);
   static void on_error(rd_kafka_t* rk, int err, const char* reason, void* opaque);
@@ -131,8 +120,8 @@ class KafkaSink final : public Sink {
              const std::vector<Message>& messages);
   // Hands message i of `batch` to librdkafka for `topic`; on a full queue, serves delivery
   // reports (with `lock` released) and tries again until the batch's deadline. Returns
-  // librdkafka's answer, or nullopt when, after such a wait, the sink is stopping or
-  // held_back_ is set (the message is not queued then).
+  // librdkafka's answer, or nullopt when, after such a wait, the sink is stopping or the
+  // queue is held back (the message is not queued then).
   std::optional<rd_kafka_resp_err_t> produce_one(std::unique_lock<std::mutex>& lock, Batch& batch,
                                                  std::size_t i, const std::string& topic);
   // Settles message i, which librdkafka refused with `err`; returns whether the later messages
@@ -147,10 +136,6 @@ class KafkaSink final : public Sink {
   // and librdkafka's queue purged.
   void give_up(Batch& batch, bool abandoned);
   bool any_pending() const;
-  // Gives message i of `batch` its outcome, unless it has one; it no longer waits.
-  static void settle(Batch& batch, std::size_t i, Outcome outcome);
-  // Settles message i kRejected before it is queued; its key holds back later messages.
-  static void reject(Batch& batch, std::size_t i, const Message& message, std::string error);
   // Settles message i, refused by the partitioner (no leader), and holds its key back.
   void refused(Batch& batch, std::size_t i, const KafkaPartitioner::Refusal& refusal,
                const char* topic);
@@ -159,13 +144,9 @@ class KafkaSink final : public Sink {
   void hold_key(Batch& batch, const Message& message, const std::string& reason);
   // Once `batch` is queued: its rejected keys hold back the batches started after it.
   void pass_rejected_keys_on(const Batch& batch);
-  static void fail_pending(Batch& batch, const std::string& error);
   // After a fatal error: every started batch's pending outcomes become kUnavailable. Called
   // with `lock` held; releases it while it serves the reports that are in.
   void fail_all_on_fatal(std::unique_lock<std::mutex>& lock);
-  // The producer's handle of a topic, made on first use and kept; nullptr if librdkafka
-  // refuses the name (rd_kafka_last_error() says why).
-  rd_kafka_topic_t* topic_handle(const std::string& name);
 
   rd_kafka_t* rk_ = nullptr;
   std::unique_ptr<KafkaPartitioner> partitioner_;  // set before rk_ makes any topic
@@ -177,13 +158,9 @@ class KafkaSink final : public Sink {
   // Guards everything below, except fatal_ (atomic) and rk_ (librdkafka is thread-safe).
   std::mutex mu_;
   std::condition_variable changed_;  // a job, reports served, a batch queued, or stopping
-  std::deque<Job> jobs_;
   bool stopping_ = false;
-  // Every topic this producer has sent to (destroyed before rk_).
-  std::unordered_map<std::string, rd_kafka_topic_t*> topics_;
-  routing::TopicTemplate topic_template_;
-  bool timestamp_from_event_ = true;
-  cloudevents::Settings cloudevents_;
+  // Jobs, topic handles, the messages' form, the held-back state (kafka_queue.hpp).
+  KafkaQueue queue_;
   std::string description_;
   std::size_t max_message_bytes_ = 0;
   // The secrets among the options: redacted from every text the sink hands out. Set before
@@ -199,12 +176,6 @@ class KafkaSink final : public Sink {
   // none of them (a late one from a batch that timed out) is ignored.
   std::deque<Batch> batches_;
   std::uint64_t next_seq_ = 1;
-  // Set when a message of a started batch was not queued, or purged from the queue: the
-  // outcome of every message of the batches started from then until none is left unfinished.
-  // They are not queued, so that none overtakes an unsent message of its key.
-  std::string held_back_;
-  // Why finish() last purged the queue: the error of the purged messages' reports.
-  std::string purge_reason_;
 
   // librdkafka's log lines for take_log(), behind their own mutex: librdkafka logs from
   // inside calls made with mu_ held.
