@@ -1,6 +1,7 @@
 // The relay's loop (the shared skeleton: worker_loop.hpp): read the sink configuration when
-// it changed, run one pass (a transaction of batches, pipeline.cpp), write the sink's log
-// lines, wait for a commit's wake-up or outbox.poll_interval. After a failure it backs off,
+// it changed, run one pass (a transaction of batches, pipeline.cpp; skipped while idle,
+// idle.cpp), write the sink's log lines, wait for a commit's wake-up or
+// outbox.poll_interval. After a failure it backs off,
 // with no transaction open.
 #include <algorithm>
 
@@ -42,12 +43,15 @@ Relay::Pause Relay::step() {
   try {
     TimestampTz now = 0;
     if (const std::optional<Pause> pause = before_pass(now)) return *pause;
-    // Before the fetch's snapshot: a commit it does not see sets the latch.
+    // Before the fetch's snapshot: a commit it does not see sets the latch (and moves the
+    // commit count that an idle pass reads first).
     wake_on_commit(true);
+    if (const std::optional<Pause> idle = skip_idle_pass(now)) return *idle;
     pacer_.started(now);
     const int64_t cpu_before = pacing::thread_cpu_us();
     const BatchResult result = run_transaction();
     pacer_.finished(pacing::thread_cpu_us() - cpu_before, result.full);
+    note_pass(result);
     return after_pass(result);
   } catch (const PgError& e) {
     abort_transaction();

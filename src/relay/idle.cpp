@@ -1,0 +1,60 @@
+// An idle relay runs no transaction (docs/design.md, "Idle relays"). Every commit that wrote
+// events through outbox's functions (enqueue, enqueue_batch, requeue, requeue_dead, a COMMIT
+// PREPARED) or changed the configuration moves its database's commit count once it is
+// visible, and before it sets the relays' latches (pg/commit_wake.cpp). The relay reads the
+// count before each pass's snapshot, so a commit that pass did not count is visible to it.
+// When the count has not moved since the last pass that ran, and that pass found nothing,
+// the next one would find what it found: it is skipped unless something is due that does
+// not come from a commit:
+//   - a retry of this relay's shards (Queue::retries_idle: it alone schedules them);
+//   - the mark's work: a move past the horizon, gaps to probe, a save (LowWater::idle_due);
+//   - a sealing round, or the end of a partition's range (Sealer::idle_due);
+//   - an ownership round: a worker started or stopped (Ownership::round_wanted);
+//   - a reload (the settings a pass reads may have changed);
+//   - outbox.idle_check_interval since the last pass: what no count tells of, rows written
+//     by other means (a plain INSERT or COPY into outbox.events, a restore), the audit of
+//     the sealed partitions.
+// A new sink configuration, the extension dropped or created again move the count too.
+#include <algorithm>
+
+#include "relay/relay.hpp"
+
+#include "pg/relay_databases.hpp"
+#include "pg/settings.hpp"
+
+namespace outbox::pg::relay {
+
+// Before a pass, with the commit wake-up on: whether to skip it, and then how long to wait.
+std::optional<Relay::Pause> Relay::skip_idle_pass(TimestampTz now) {
+  uint32 commits = 0;
+  const bool known = relay_database_commits(MyDatabaseId, commits);
+  const bool same = known && commits_known_ && commits == commits_ && quiet_ &&
+                    loop_.reloads() == reloads_ && settings.idle_check_interval_ms > 0;
+  if (same && !ownership_.round_wanted() && queue_.retries_idle()) {
+    const TimestampTz check_at =
+        pass_at_ + static_cast<int64>(settings.idle_check_interval_ms) * 1000;
+    const TimestampTz due =
+        std::min({check_at, mark_.idle_due(ownership_.owned() != 0), sealer_.idle_due()});
+    if (due > now) {
+      const int64 wait_ms = (due - now) / 1000 + 1;
+      return Pause{Pause::kForEvents,
+                   static_cast<int>(std::min<int64>(settings.poll_interval_ms, wait_ms))};
+    }
+  }
+  // The pass runs: what it starts from.
+  commits_known_ = known;
+  commits_ = commits;
+  reloads_ = loop_.reloads();
+  pass_at_ = now;
+  quiet_ = false;
+  return std::nullopt;
+}
+
+// After a pass that went through: quiet when it found nothing to send and left nothing to
+// resolve (a full batch, a failure, a deferred event run the next pass anyway).
+void Relay::note_pass(const BatchResult& result) {
+  quiet_ = result.fetched == 0 && result.unavailable == 0 && !result.abandoned &&
+           !result.unresolved && result.deferred == 0 && !result.full;
+}
+
+}  // namespace outbox::pg::relay
