@@ -30,11 +30,16 @@ constexpr uint64 kAllShards = ~uint64{0};
 // spinlock (relay_slot_wake), either this reads it on and sets the latch, or that snapshot
 // sees the commit. A shard's owner publishes its mask before the first fetch that may send
 // the shard, so the same holds for a commit that wakes only the owners of its shards.
-void wake_workers(bool config_changed, uint64 shards) {
+// An idle relay (relay/idle.cpp) sleeps past outbox.poll_interval: with wake_at_commit off
+// (`shards` 0), a commit that wrote events sets its latch too; it publishes that before
+// it reads the commit count, which this commit moved before.
+void wake_workers(bool config_changed, uint64 shards, bool events) {
   for (int i = 0; i < relay_slot_count(); ++i) {
     const SlotWake slot = relay_slot_wake(i);
-    const bool wake = slot.database == MyDatabaseId &&
-                      (config_changed || (slot.wake_on_commit && (slot.wake_shards & shards) != 0));
+    const bool wake =
+        slot.database == MyDatabaseId &&
+        (config_changed || (slot.wake_on_commit && (slot.wake_shards & shards) != 0) ||
+         (slot.idle && events && shards == 0));
     if (wake && slot.latch != nullptr) SetLatch(slot.latch);
   }
 }
@@ -50,7 +55,9 @@ void xact_callback(XactEvent event, void*) {
         if (events_pending || config_pending || replay_pending) {
           relay_database_count_commit(MyDatabaseId);
         }
-        if (wake_pending != 0 || config_pending) wake_workers(config_pending, wake_pending);
+        if (wake_pending != 0 || config_pending || events_pending) {
+          wake_workers(config_pending, wake_pending, events_pending);
+        }
       }
       wake_pending = 0;
       events_pending = false;

@@ -21,7 +21,7 @@ Settings settings = {
     /* batch_size */ 1000,
     /* batch_max_bytes */ 16 * 1024 * 1024,
     /* poll_interval_ms */ 1000,
-    /* idle_check_interval_ms */ 10 * 1000,
+    /* idle_check_interval_ms */ 30 * 1000,
     /* send_timeout_ms */ 30 * 1000,
     /* max_attempts */ 10,
     /* retry_backoff_min_ms */ 100,

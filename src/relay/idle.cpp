@@ -14,40 +14,56 @@
 //   - outbox.idle_check_interval since the last pass: what no count tells of, rows written
 //     by other means (a plain INSERT or COPY into outbox.events, a restore), the audit of
 //     the sealed partitions.
-// A new sink configuration, the extension dropped or created again move the count too.
+// A new sink configuration, the extension dropped or created again move the count too. The
+// relay sleeps until the first of these is due, past outbox.poll_interval: the commits of
+// its shards set its latch as before, and while it is idle any commit that wrote events in
+// its database does, with outbox.wake_at_commit off too (pg/relay_slots.hpp).
 #include <algorithm>
 
 #include "relay/relay.hpp"
 
 #include "pg/relay_databases.hpp"
+#include "pg/relay_slots.hpp"
 #include "pg/settings.hpp"
 
 namespace outbox::pg::relay {
 
-// Before a pass, with the commit wake-up on: whether to skip it, and then how long to wait.
-std::optional<Relay::Pause> Relay::skip_idle_pass(TimestampTz now) {
-  uint32 commits = 0;
-  const bool known = relay_database_commits(MyDatabaseId, commits);
-  const bool same = known && commits_known_ && commits == commits_ && quiet_ &&
-                    loop_.reloads() == reloads_ && settings.idle_check_interval_ms > 0;
-  if (same && !ownership_.round_wanted() && queue_.retries_idle()) {
-    const TimestampTz check_at =
-        pass_at_ + static_cast<int64>(settings.idle_check_interval_ms) * 1000;
-    const TimestampTz due =
-        std::min({check_at, mark_.idle_due(ownership_.owned() != 0), sealer_.idle_due()});
-    if (due > now) {
-      const int64 wait_ms = (due - now) / 1000 + 1;
-      return Pause{Pause::kForEvents,
-                   static_cast<int>(std::min<int64>(settings.poll_interval_ms, wait_ms))};
-    }
-  }
-  // The pass runs: what it starts from.
+// With the commit wake-up on, before a pass or after a quiet one: the wait, when the pass can
+// be skipped; else the commit count read (`commits`, `known`) for the pass that runs.
+std::optional<Relay::Pause> Relay::idle_pause(TimestampTz now, uint32& commits, bool& known) {
+  // Published before the count is read: a commit that this read misses sees it, and sets
+  // the latch of the relay that sleeps past poll_interval.
+  set_idle(quiet_ && commits_known_ && settings.idle_check_interval_ms > 0);
+  commits = 0;
+  known = relay_database_commits(MyDatabaseId, commits);
+  const bool same = idle_ && known && commits == commits_ && loop_.reloads() == reloads_;
+  if (!same || ownership_.round_wanted() || !queue_.retries_idle()) return std::nullopt;
+  const TimestampTz check_at =
+      pass_at_ + static_cast<int64>(settings.idle_check_interval_ms) * 1000;
+  const TimestampTz due =
+      std::min({check_at, mark_.idle_due(ownership_.owned() != 0), sealer_.idle_due()});
+  if (due <= now) return std::nullopt;
+  // Until then only a latch wakes it: a commit, a new configuration, a reload, a worker that
+  // started or stopped, a shutdown. A wake-up alone costs a few hundred microseconds of CPU
+  // on a virtual machine, most of what an empty pass costs.
+  const int64 wait_ms = std::min<int64>((due - now) / 1000 + 1, 3600 * 1000);
+  return Pause{Pause::kForEvents, static_cast<int>(wait_ms)};
+}
+
+// The pass runs: what it starts from.
+void Relay::start_pass(TimestampTz now, uint32 commits, bool known) {
+  set_idle(false);
   commits_known_ = known;
   commits_ = commits;
   reloads_ = loop_.reloads();
   pass_at_ = now;
   quiet_ = false;
-  return std::nullopt;
+}
+
+void Relay::set_idle(bool idle) {
+  if (idle == idle_) return;
+  relay_worker_idle(slot_, idle);
+  idle_ = idle;
 }
 
 // After a pass that went through: quiet when it found nothing to send and left nothing to

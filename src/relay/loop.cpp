@@ -46,13 +46,23 @@ Relay::Pause Relay::step() {
     // Before the fetch's snapshot: a commit it does not see sets the latch (and moves the
     // commit count that an idle pass reads first).
     wake_on_commit(true);
-    if (const std::optional<Pause> idle = skip_idle_pass(now)) return *idle;
+    uint32 commits = 0;
+    bool known = false;
+    if (const std::optional<Pause> idle = idle_pause(now, commits, known)) return *idle;
+    start_pass(now, commits, known);
     pacer_.started(now);
     const int64_t cpu_before = pacing::thread_cpu_us();
     const BatchResult result = run_transaction();
     pacer_.finished(pacing::thread_cpu_us() - cpu_before, result.full);
     note_pass(result);
-    return after_pass(result);
+    const Pause pause = after_pass(result);
+    // A quiet pass with no commit since it began: the idle wait at once, not one more
+    // wake-up at poll_interval first.
+    if (quiet_ && pause.kind == Pause::kForEvents) {
+      const TimestampTz after = guard([] { return GetCurrentTimestamp(); });
+      if (const std::optional<Pause> idle = idle_pause(after, commits, known)) return *idle;
+    }
+    return pause;
   } catch (const PgError& e) {
     abort_transaction();
     log_error(e.data());

@@ -83,8 +83,10 @@ class Relay {
   void wait(Pause pause);
   void wake_on_commit(bool wake);
   // idle.cpp
-  std::optional<Pause> skip_idle_pass(TimestampTz now);
+  std::optional<Pause> idle_pause(TimestampTz now, uint32& commits, bool& known);
+  void start_pass(TimestampTz now, uint32 commits, bool known);
   void note_pass(const BatchResult& result);
+  void set_idle(bool idle);
   // pipeline.cpp
   BatchResult run_transaction();
   // The extension is gone or was created again: the mark is read again, nothing is sealed.
@@ -121,6 +123,8 @@ class Relay {
   uint32 reloads_ = 0;
   TimestampTz pass_at_ = 0;
   bool quiet_ = false;
+  // What the relay's shared-memory slot says: it may sleep past poll_interval.
+  bool idle_ = false;
 };
 
 }  // namespace outbox::pg::relay
