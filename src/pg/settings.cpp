@@ -117,16 +117,15 @@ void define_settings() {
   DefineCustomIntVariable(
       "outbox.poll_interval", "How often an idle relay looks for work without being woken.",
       "Commits that enqueued wake the relay at once; this poll is the fallback (and what "
-      "picks up retries whose time has come). An idle relay reads the queue at it only when "
-      "a commit wrote events since its last look (outbox.idle_check_interval).",
+      "picks up retries whose time has come). An idle relay does not poll: it sleeps until a "
+      "commit wakes it or outbox.idle_check_interval.",
       &settings.poll_interval_ms, settings.poll_interval_ms, 10, 3600 * 1000, PGC_SIGHUP,
       GUC_UNIT_MS, nullptr, nullptr, nullptr);
   DefineCustomIntVariable(
       "outbox.idle_check_interval", "How often an idle relay reads the queue when nothing woke it.",
-      "At each outbox.poll_interval an idle relay runs no transaction unless a commit that "
-      "wrote events through outbox's functions, or something due, asks for one; this slower "
-      "poll finds rows written by other means (a plain INSERT, COPY, a restore). 0: every "
-      "poll reads the queue.",
+      "An idle relay sleeps until a commit that wrote events through outbox's functions, or "
+      "something due, wakes it; this slower poll finds rows written by other means (a plain "
+      "INSERT, COPY, a restore). 0: every outbox.poll_interval reads the queue.",
       &settings.idle_check_interval_ms, settings.idle_check_interval_ms, 0, 3600 * 1000, PGC_SIGHUP,
       GUC_UNIT_MS, nullptr, nullptr, nullptr);
   DefineCustomIntVariable(
