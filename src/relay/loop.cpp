@@ -1,8 +1,7 @@
 // The relay's loop (the shared skeleton: worker_loop.hpp): read the sink configuration when
 // it changed, run one pass (a transaction of batches, pipeline.cpp; skipped while idle,
 // idle.cpp), write the sink's log lines, wait for a commit's wake-up or
-// outbox.poll_interval. After a failure it backs off,
-// with no transaction open.
+// outbox.poll_interval. After a failure it backs off, with no transaction open.
 #include <algorithm>
 
 #include "relay/relay.hpp"
