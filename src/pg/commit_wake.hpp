@@ -7,6 +7,8 @@
 // relay of that database; a commit that only enqueued sets the latches of the relays that
 // own its shards and want commit wake-ups (a relay with no sink, or one that lets commits
 // gather, does not). What it reads of each relay is in its slot (pg/relay_slots.hpp).
+// Every such commit, outbox.wake_at_commit on or off, first moves its database's commit
+// count (pg/relay_databases.hpp): an idle relay whose count did not move skips its pass.
 #pragma once
 
 #include "pg/postgres.hpp"

@@ -26,6 +26,9 @@ struct Entry {
   // count the replay worker had read when it last found none. Wanted while they differ.
   pg_atomic_uint32 replays;
   pg_atomic_uint32 replays_seen;
+  // Commits that wrote events or changed the configuration. Not reset when the entry is
+  // taken again: a relay compares it only with what it read itself.
+  pg_atomic_uint32 commits;
 };
 
 // Databases known to have the extension (a commit asked for their relays) that found every
@@ -160,6 +163,7 @@ void relay_databases_init() {
     pg_atomic_init_u64(&e.floor, 0);
     pg_atomic_init_u32(&e.replays, 0);
     pg_atomic_init_u32(&e.replays_seen, 0);
+    pg_atomic_init_u32(&e.commits, 0);
   }
 }
 
@@ -205,6 +209,21 @@ void relay_database_resume(Oid database) {
     pg_atomic_fetch_sub_u32(&entry->paused, 1);
   }
   relay_launcher_poke();
+}
+
+void relay_database_count_commit(Oid database) {
+  Entry* entry = find(database);
+  // A full barrier: the commit is visible before the count moves.
+  if (entry != nullptr) pg_atomic_fetch_add_u32(&entry->commits, 1);
+}
+
+bool relay_database_commits(Oid database, uint32& count) {
+  Entry* entry = find(database);
+  if (entry == nullptr) return false;
+  count = pg_atomic_read_u32(&entry->commits);
+  // Read before the snapshot the pass takes next.
+  pg_memory_barrier();
+  return true;
 }
 
 uint32 relay_database_generation(Oid database) {

@@ -11,6 +11,8 @@
 //    exits; the next commit that changes the configuration (CREATE EXTENSION) makes it
 //    wanted again and wakes the launcher;
 //  - whether a replay waits for the replay worker (relay/replay.cpp);
+//  - a count of the commits that wrote events through outbox's functions or changed its
+//    configuration: an idle relay whose count did not move skips its pass (relay/idle.cpp);
 //  - the sessions that need the database to themselves for a moment (DROP DATABASE,
 //    CREATE DATABASE ... TEMPLATE, ALTER DATABASE ... RENAME or SET TABLESPACE): while one
 //    runs, no relay starts there.
@@ -56,7 +58,15 @@ void relay_database_resume(Oid database);
 // Backend side: the launcher reads pg_database again (ALTER DATABASE ... ALLOW_CONNECTIONS).
 void relay_launcher_poke();
 
+// Backend side, after a commit that wrote events through outbox's functions (enqueue,
+// requeue, a COMMIT PREPARED) or changed the configuration, before it wakes the relays:
+// moves the database's commit count. No lock; nothing without an entry.
+void relay_database_count_commit(Oid database);
+
 // Relay side.
+// The database's commit count, in `count`; false without an entry (then nothing can be
+// told from it). Read before the pass's snapshot: a commit it did not count is visible.
+bool relay_database_commits(Oid database, uint32& count);
 uint32 relay_database_generation(Oid database);
 uint32 relay_database_requests(Oid database);
 // No extension was there when the relay read `requests` (before its look): unless a

@@ -7,6 +7,7 @@
 
 extern "C" {
 #include "miscadmin.h"
+#include "storage/latch.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
@@ -25,6 +26,7 @@ struct Slot {
   pid_t pid;            // the worker's, from attach to detach: what the stop signals
   bool wake_on_commit;  // commits that only enqueued set the latch
   uint64 wake_shards;   // ... if they enqueued in one of these shards
+  bool idle;            // idle (relay/idle.cpp): any commit that wrote events sets the latch
   WorkerCounters counters;
   TimestampTz restart_at;
   char detail[256];
@@ -37,6 +39,20 @@ struct RelayShared {
 
 RelayShared* shared = nullptr;
 constexpr uint64 kAllShards = ~uint64{0};
+
+// A worker started or stopped: the other relays of its database run an ownership round
+// (an idle one would otherwise sleep until its next check).
+void wake_database(int index) {
+  const Oid database = shared->slot[index].database;
+  for (int i = 0; i < shared->slots; ++i) {
+    if (i == index) continue;
+    Slot& slot = shared->slot[i];
+    SpinLockAcquire(&slot.mutex);
+    Latch* latch = slot.in_use && slot.database == database ? &slot.proc->procLatch : nullptr;
+    SpinLockRelease(&slot.mutex);
+    if (latch != nullptr) SetLatch(latch);
+  }
+}
 
 }  // namespace
 
@@ -86,6 +102,7 @@ void relay_worker_attach(int index) {
   slot.pid = MyProcPid;
   slot.wake_on_commit = true;
   slot.wake_shards = kAllShards;
+  slot.idle = false;
   // The counters go on from the last relay's (they start again only when the launcher
   // gives the slot to another database's worker).
   slot.counters.pid = MyProcPid;
@@ -94,6 +111,7 @@ void relay_worker_attach(int index) {
   slot.restart_at = 0;
   slot.detail[0] = '\0';
   SpinLockRelease(&slot.mutex);
+  wake_database(index);
 }
 
 void relay_worker_detach(int index, const char* why) {
@@ -109,6 +127,14 @@ void relay_worker_detach(int index, const char* why) {
     strlcpy(slot.counters.last_error, why, sizeof(slot.counters.last_error));
     slot.counters.last_error_at = now;
   }
+  SpinLockRelease(&slot.mutex);
+  wake_database(index);
+}
+
+void relay_worker_idle(int index, bool idle) {
+  Slot& slot = shared->slot[index];
+  SpinLockAcquire(&slot.mutex);
+  slot.idle = idle;
   SpinLockRelease(&slot.mutex);
 }
 
@@ -190,6 +216,7 @@ SlotWake relay_slot_wake(int index) {
   out.database = slot.database;
   out.wake_on_commit = slot.wake_on_commit;
   out.wake_shards = slot.wake_shards;
+  out.idle = slot.idle;
   out.latch = slot.in_use ? &slot.proc->procLatch : nullptr;
   SpinLockRelease(&slot.mutex);
   return out;

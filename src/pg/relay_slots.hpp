@@ -58,6 +58,7 @@ struct SlotWake {
   Oid database;         // assigned by the launcher
   bool wake_on_commit;  // commits that only enqueued set the latch
   uint64 wake_shards;   // ... if they enqueued in one of these shards
+  bool idle;            // any commit that wrote events sets the latch (relay/idle.cpp)
   Latch* latch;         // the relay's; null while none runs in the slot
 };
 
@@ -68,8 +69,9 @@ bool relay_shmem_available();
 Size relay_slots_size();
 void relay_slots_init(int slots);
 
-// Called by a worker at start and exit. Detaching keeps the counters (state kStopped), with
-// `why` (if not null) as the last error.
+// Called by a worker at start and exit; both wake the other relays of its database (an
+// ownership round). Detaching keeps the counters (state kStopped), with `why` (if not
+// null) as the last error.
 void relay_worker_attach(int index);
 void relay_worker_detach(int index, const char* why);
 
@@ -82,6 +84,10 @@ void relay_worker_wake_on_commit(int index, bool wake);
 // Worker side: the shards (a mask of 64) whose commits wake it: all of them from attach on,
 // then those it owns. A commit wakes only the owners of its events' shards.
 void relay_worker_wake_shards(int index, uint64 shards);
+// Worker side: the relay may skip its passes and sleep past outbox.poll_interval
+// (relay/idle.cpp): every commit that wrote events in its database sets its latch, with
+// outbox.wake_at_commit off too. Set before it reads the database's commit count.
+void relay_worker_idle(int index, bool idle);
 // Launcher side: which database's worker the slot is for (InvalidOid frees it); whether a
 // relay runs in it; why none does and when one starts.
 void relay_slot_assign(int index, Oid database, int worker);

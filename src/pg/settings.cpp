@@ -21,6 +21,7 @@ Settings settings = {
     /* batch_size */ 1000,
     /* batch_max_bytes */ 16 * 1024 * 1024,
     /* poll_interval_ms */ 1000,
+    /* idle_check_interval_ms */ 30 * 1000,
     /* send_timeout_ms */ 30 * 1000,
     /* max_attempts */ 10,
     /* retry_backoff_min_ms */ 100,
@@ -116,8 +117,16 @@ void define_settings() {
   DefineCustomIntVariable(
       "outbox.poll_interval", "How often an idle relay looks for work without being woken.",
       "Commits that enqueued wake the relay at once; this poll is the fallback (and what "
-      "picks up retries whose time has come).",
+      "picks up retries whose time has come). An idle relay does not poll: it sleeps until a "
+      "commit wakes it or outbox.idle_check_interval.",
       &settings.poll_interval_ms, settings.poll_interval_ms, 10, 3600 * 1000, PGC_SIGHUP,
+      GUC_UNIT_MS, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "outbox.idle_check_interval", "How often an idle relay reads the queue when nothing woke it.",
+      "An idle relay sleeps until a commit that wrote events through outbox's functions, or "
+      "something due, wakes it; this slower poll finds rows written by other means (a plain "
+      "INSERT, COPY, a restore). 0: every outbox.poll_interval reads the queue.",
+      &settings.idle_check_interval_ms, settings.idle_check_interval_ms, 0, 3600 * 1000, PGC_SIGHUP,
       GUC_UNIT_MS, nullptr, nullptr, nullptr);
   DefineCustomIntVariable(
       "outbox.send_timeout", "How long the relay waits for the sink to acknowledge a batch.",

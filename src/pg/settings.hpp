@@ -26,6 +26,7 @@ struct Settings {
   int batch_size;
   int batch_max_bytes;
   int poll_interval_ms;
+  int idle_check_interval_ms;  // a relay with nothing to do reads the queue this often
   int send_timeout_ms;
   int max_attempts;
   int retry_backoff_min_ms;

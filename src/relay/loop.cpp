@@ -1,7 +1,7 @@
 // The relay's loop (the shared skeleton: worker_loop.hpp): read the sink configuration when
-// it changed, run one pass (a transaction of batches, pipeline.cpp), write the sink's log
-// lines, wait for a commit's wake-up or outbox.poll_interval. After a failure it backs off,
-// with no transaction open.
+// it changed, run one pass (a transaction of batches, pipeline.cpp; skipped while idle,
+// idle.cpp), write the sink's log lines, wait for a commit's wake-up or
+// outbox.poll_interval. After a failure it backs off, with no transaction open.
 #include <algorithm>
 
 #include "relay/relay.hpp"
@@ -42,13 +42,26 @@ Relay::Pause Relay::step() {
   try {
     TimestampTz now = 0;
     if (const std::optional<Pause> pause = before_pass(now)) return *pause;
-    // Before the fetch's snapshot: a commit it does not see sets the latch.
+    // Before the fetch's snapshot: a commit it does not see sets the latch (and moves the
+    // commit count that an idle pass reads first).
     wake_on_commit(true);
+    uint32 commits = 0;
+    bool known = false;
+    if (const std::optional<Pause> idle = idle_pause(now, commits, known)) return *idle;
+    start_pass(now, commits, known);
     pacer_.started(now);
     const int64_t cpu_before = pacing::thread_cpu_us();
     const BatchResult result = run_transaction();
     pacer_.finished(pacing::thread_cpu_us() - cpu_before, result.full);
-    return after_pass(result);
+    note_pass(result);
+    const Pause pause = after_pass(result);
+    // A quiet pass with no commit since it began: the idle wait at once, not one more
+    // wake-up at poll_interval first.
+    if (quiet_ && pause.kind == Pause::kForEvents) {
+      const TimestampTz after = guard([] { return GetCurrentTimestamp(); });
+      if (const std::optional<Pause> idle = idle_pause(after, commits, known)) return *idle;
+    }
+    return pause;
   } catch (const PgError& e) {
     abort_transaction();
     log_error(e.data());

@@ -321,6 +321,17 @@ void LowWater::check_plans() {
   plans_scope_ = scope_versions();
 }
 
+TimestampTz LowWater::idle_due(bool owns) const {
+  if (!tracker_.mark_known() || tracker_.delivered_stale() || !horizon_valid_) return 0;
+  // Gaps (a long transaction holds the horizon back) are probed as before.
+  if (!tracker_.gaps().empty()) return low_water_checked_at_ + kLowWaterCheckUs;
+  // The horizon may pass: the mark moves up to it at the next check.
+  if (tracker_.mark() <= horizon_seq_) return low_water_checked_at_ + kLowWaterCheckUs;
+  const bool unsaved = (owns && tracker_.mark() != low_water_saved_) ||
+                       sequence_filenode_ != sequence_filenode_saved_;
+  return unsaved ? low_water_saved_at_ + kLowWaterSaveUs : DT_NOEND;
+}
+
 TimestampTz LowWater::skipped_check_due() const {
   return check_skipped_ && !tracker_.gaps().empty() ? low_water_checked_at_ + kLowWaterCheckUs : 0;
 }

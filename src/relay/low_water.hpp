@@ -59,6 +59,11 @@ class LowWater {
   // A pass skipped the check (the one before was too recent) while gaps wait to be probed:
   // when the next check is due; 0 otherwise.
   TimestampTz skipped_check_due() const;
+  // While no commit wrote events (relay/idle.cpp): when a pass is due for the mark, DT_NOEND
+  // when none is. The mark settled (past every value the sequence had handed out at the
+  // last check, no gap, nothing to reread) and saved needs none; one that can still move, a
+  // gap to probe or a save that waits need one as they do now.
+  TimestampTz idle_due(bool owns) const;
   // Moves with the scope of the queries (the sealed partitions, the owned shards).
   ScopeVersions scope_versions() const { return {sealer_.version(), ownership_.version()}; }
 

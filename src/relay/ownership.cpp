@@ -46,4 +46,12 @@ bool Ownership::round(TimestampTz now) {
   return gained;
 }
 
+bool Ownership::round_wanted() const {
+  if (owned_ == 0 || round_at_ == 0) return true;
+  const shards::Round plan = shards::plan_round(worker_, settings.workers, owned_, [](int w) {
+    return relay_worker_running(MyDatabaseId, w);
+  });
+  return plan.claim != 0 || plan.release != 0;
+}
+
 }  // namespace outbox::pg::relay

@@ -17,6 +17,9 @@ class Ownership {
   // again and the holds reloaded.
   bool round(TimestampTz now);
   shards::Mask owned() const { return owned_; }
+  // While no commit wrote events (relay/idle.cpp): whether a round would claim or give back
+  // a shard (a worker started or stopped), or the relay owns none. No transaction needed.
+  bool round_wanted() const;
   // What the queries on outbox.events add (shards::predicate), and its version: it moves
   // whenever the owned shards change.
   const std::string& predicate() const { return predicate_; }

@@ -161,6 +161,7 @@ FetchReport Queue::fetch(Batch& batch, bool first_of_transaction, TimestampTz no
       for (int i = 0; i < out.count; ++i) out.rows[i].retried = true;
       const bool more_due = out.count == retry_limit || bytes >= max_bytes;
       report.retries_cut = more_due;
+      retries_cut_ = more_due;
       const int64 poll_us = static_cast<int64>(settings.poll_interval_ms) * 1000;
       // Keys on schedules of their own would make every pass a look (and a read of the
       // holds): due retries are gathered for at least half of retry_backoff_min.

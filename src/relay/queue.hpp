@@ -48,6 +48,9 @@ class Queue {
   // When the next look for due retries is (a held key's retry time, at the latest a
   // poll_interval after the last look): the loop wakes for it.
   TimestampTz retry_check_at() const { return retry_check_at_; }
+  // No retry of this relay's shards waits: no key is held, none is left to learn, and the
+  // last look took every due one. Only this relay schedules retries in its shards.
+  bool retries_idle() const { return !holds_stale_ && holds_.empty() && !retries_cut_; }
 
  private:
   void run_fetch(SPIPlanPtr plan, int nparams, const Datum* values, const Oid* types,
@@ -84,6 +87,7 @@ class Queue {
   StringInfoData payload_scratch_{};
   // When retries are looked for next.
   TimestampTz retry_check_at_ = 0;
+  bool retries_cut_ = false;  // the last look for retries stopped at its limit
   boost::container::flat_map<Oid, SPIPlanPtr> mark_plans_;
   boost::container::flat_map<Oid, SPIPlanPtr> reject_plans_;
   boost::container::flat_map<Oid, SPIPlanPtr> put_back_plans_;

@@ -5,6 +5,7 @@
 //   loop.cpp          the relay's loop: when a pass runs, what it waits for between passes
 //   worker_loop.cpp   the loop it shares with the replay worker: back-off, the wait
 //   worker_main.cpp   outbox_relay_main and outbox_replay_main: the worker process's setup
+//   idle.cpp          an idle pass skipped: no commit since the last, nothing due
 //   pipeline.cpp      one pass's transaction: fetch, durability, send, mark, pipelined
 //   queue.cpp         the queries on outbox.events: fetch into a batch, mark acknowledged and
 //                     rejected events (retries, dead letters)
@@ -81,6 +82,11 @@ class Relay {
   int back_off(const std::string& error, bool at_max = false);
   void wait(Pause pause);
   void wake_on_commit(bool wake);
+  // idle.cpp
+  std::optional<Pause> idle_pause(TimestampTz now, uint32& commits, bool& known);
+  void start_pass(TimestampTz now, uint32 commits, bool known);
+  void note_pass(const BatchResult& result);
+  void set_idle(bool idle);
   // pipeline.cpp
   BatchResult run_transaction();
   // The extension is gone or was created again: the mark is read again, nothing is sealed.
@@ -110,6 +116,15 @@ class Relay {
   // Worker 1 looked for a replay left running, once the sink was ready.
   bool replays_checked_ = false;
   pacing::BatchPacer pacer_;
+  // Idle passes (idle.cpp): what the last pass that ran started from (the database's commit
+  // count, the reloads, the time), and whether it found nothing.
+  bool commits_known_ = false;
+  uint32 commits_ = 0;
+  uint32 reloads_ = 0;
+  TimestampTz pass_at_ = 0;
+  bool quiet_ = false;
+  // What the relay's shared-memory slot says: it may sleep past poll_interval.
+  bool idle_ = false;
 };
 
 }  // namespace outbox::pg::relay

@@ -18,6 +18,8 @@
 // configuration generation, as configure_sink does), a new extension; and a check of the
 // sealed partitions now and then finds rows put there by other means (a restore into a
 // running relay's database).
+#include <algorithm>
+
 #include "relay/seal.hpp"
 
 #include "pg/boundary.hpp"
@@ -149,8 +151,10 @@ void Sealer::start_round(TimestampTz now) {
   // Past partitions, but never the newest: events are routed there when the clock passed
   // it (pg/enqueue.cpp).
   TimestampTz target = DT_NOBEGIN;
+  next_end_ = DT_NOEND;
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     if (parts[i].upper <= now && parts[i].upper > floor_) target = parts[i].upper;
+    if (parts[i].upper > now) next_end_ = std::min(next_end_, parts[i].upper);
   }
   if (target == DT_NOBEGIN) return;
   struct Running {
@@ -200,8 +204,13 @@ void Sealer::seal(TimestampTz floor) {
   ++version_;
 }
 
+TimestampTz Sealer::idle_due() const {
+  return target_ != DT_NOBEGIN ? checked_at_ + kSealCheckUs : next_end_;
+}
+
 void Sealer::reset() {
   target_ = DT_NOBEGIN;
+  next_end_ = 0;
   running_.clear();
   if (floor_ == DT_NOBEGIN) return;
   floor_ = DT_NOBEGIN;

@@ -27,6 +27,10 @@ class Sealer {
   void advance(TimestampTz now, int64 low_water);
   // Nothing is sealed any more (a new extension; an event may have come back).
   void reset();
+  // While no commit wrote events (relay/idle.cpp): when a pass is due for sealing, DT_NOEND
+  // when none is: a round under way, or the end of the next past partition's range as the
+  // last round saw the partitions (one made since waits for a pass that runs anyway).
+  TimestampTz idle_due() const;
 
  private:
   struct Partition {
@@ -48,6 +52,8 @@ class Sealer {
   TimestampTz audited_at_ = 0;
   // A round: the bound it seals below, and the transactions that ran when it was published.
   TimestampTz target_ = DT_NOBEGIN;
+  // The first range end still to pass, of a partition that is not the newest (0: not known).
+  TimestampTz next_end_ = 0;
   std::vector<VirtualTransactionId> running_;
 };
 

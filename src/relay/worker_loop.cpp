@@ -22,14 +22,15 @@ WorkerLoop::WorkerLoop(Role role, Report& report, const SinkSession& session)
       failures_(static_cast<uint64>(MyProcPid) * 2654435761u) {}
 
 void WorkerLoop::start_iteration(MemoryContext iteration) {
-  guard([&] {
+  const bool reload = guard([&] {
     MemoryContextSwitchTo(iteration);
     MemoryContextReset(iteration);
-    if (ConfigReloadPending) {
-      ConfigReloadPending = false;
-      ProcessConfigFile(PGC_SIGHUP);
-    }
+    if (!ConfigReloadPending) return false;
+    ConfigReloadPending = false;
+    ProcessConfigFile(PGC_SIGHUP);
+    return true;
   });
+  if (reload) ++reloads_;
 }
 
 int WorkerLoop::back_off(const std::string& error, bool at_max) {

@@ -38,6 +38,8 @@ class WorkerLoop {
   // jitter; `at_max`: retry_backoff_max at once (a configuration error is not fixed in a
   // moment). No transaction is open while it runs.
   int back_off(const std::string& error, bool at_max = false);
+  // Moves at each reload the loop applied: the relay reads the queue after one.
+  uint32 reloads() const { return reloads_; }
   // A pass that went through: the next failure waits the shortest back-off again.
   void succeeded() { failures_.succeeded(); }
   // What is left of the back-off at `now`, rounded up; 0 when it is over.
@@ -53,13 +55,14 @@ class WorkerLoop {
 
  private:
   // The top of an iteration: `iteration` emptied and made current, a reload applied.
-  static void start_iteration(MemoryContext iteration);
+  void start_iteration(MemoryContext iteration);
 
   const Role role_;
   Report& report_;
   const SinkSession& session_;
   // Failed passes in a row: the back-off.
   pacing::Failures failures_;
+  uint32 reloads_ = 0;
 };
 
 }  // namespace outbox::pg::relay
